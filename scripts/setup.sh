@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sets up a virtual environment in .venv with GPU Commons installed (editable).
+#   bash scripts/setup.sh          # to run the platform
+#   bash scripts/setup.sh --dev    # also test tools, Debian's chromium and the npm OpenID provider
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dev=0
+[ "${1:-}" = "--dev" ] && dev=1
+
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+if [ "$dev" = 1 ]; then
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+else
+  .venv/bin/python -m pip install --quiet -e .
+fi
+
+if [ "$dev" = 1 ]; then
+  # A real browser for the dashboard tests (never `playwright install`: it downloads its own).
+  if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+        || echo "setup: could not install chromium; browser tests will be skipped" >&2
+    else
+      echo "setup: chromium not found and not root; browser tests will be skipped" >&2
+    fi
+  fi
+  # A real OpenID provider for the sign-in tests.
+  if command -v npm >/dev/null 2>&1 && [ -f tests/oidc/package.json ]; then
+    (cd tests/oidc && npm install --silent --no-audit --no-fund >/dev/null 2>&1) \
+      || echo "setup: npm install of the OpenID provider failed; sign-in tests will be skipped" >&2
+  fi
+fi
+echo "setup: ready (.venv)"

@@ -1,0 +1,32 @@
+"""The `commons` command: one typer app; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from gpucommons import __version__
+
+app = typer.Typer(
+    name="commons",
+    help="GPU Commons: share one GPU cluster between many ML teams.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"commons {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """GPU Commons: quotas, borrowing, preemption and chargeback for a shared GPU cluster."""
+
+
+# Command groups register themselves below (one import per module, each adding its commands to `app`).

@@ -1,0 +1,167 @@
+"""The engine's inputs and outputs: the contract between the engine and its two callers.
+
+The live scheduler (server) and the simulator (sim) both build an `engine.state.ClusterState`,
+call `engine.decide(state, now, config)` and apply the `Decisions` they get back. `decide` never
+mutates the state; callers apply decisions through the state's own methods.
+
+Fields may be added (with defaults); none may be renamed: sim and server rely on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpucommons.domain.resources import ZERO, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequest:
+    """What the engine needs to know of a task that wants (or holds) resources."""
+
+    id: str
+    team: str
+    resources: Resources
+    priority: int
+    priority_class: str
+    #: Global submission sequence number: breaks every tie, so decisions are reproducible.
+    seq: int
+    #: When the task (re)entered its queue, in seconds on the caller's clock. Queue order within a
+    #: team is priority (high first), then `queued_at`, then `seq`.
+    queued_at: float
+    #: Pools the task may run in; empty = the team's pools in the order the team lists them.
+    pools: tuple[str, ...] = ()
+    #: False for classes that are never preempted (e.g. production).
+    preemptible: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSlice:
+    """The part of one node that an admission holds: the node's index in its pool and GPU indices."""
+
+    node: int
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Where a task was admitted: pool, placement (empty when node placement is off), borrowing."""
+
+    pool: str
+    placement: tuple[NodeSlice, ...] = ()
+    #: The part of the request above the team's nominal quota at the moment of admission.
+    borrowed: Resources = ZERO
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTask:
+    """A task that holds resources: admitted, running, or being preempted (still holding them)."""
+
+    task: TaskRequest
+    admission: Admission
+    admitted_at: float
+    #: True once a preemption was issued: it holds its resources until it stops, and is never
+    #: chosen as a victim again.
+    preempting: bool = False
+    #: GPU-seconds of work since its last saved state (checkpoint-aware victim choice).
+    unsaved_gpu_s: float = 0.0
+
+
+class PreemptReason(StrEnum):
+    WITHIN_TEAM = "within_team"
+    RECLAIM = "reclaim"
+    BORROW_WITHIN_COHORT = "borrow_within_cohort"
+    FAIR_SHARE = "fair_share"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    task_id: str
+    admission: Admission
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    victim_id: str
+    preemptor_id: str
+    reason: PreemptReason
+    message: str = ""
+
+
+class PendingCode(StrEnum):
+    """Why a task waits. The message says the same for a person."""
+
+    QUOTA_EXHAUSTED = "quota_exhausted"  # at nominal + borrow limit
+    NO_IDLE_TO_BORROW = "no_idle_to_borrow"  # cohort has nothing lendable left
+    NEVER_FITS = "never_fits"  # request above the most the team may ever hold
+    NO_NODE_FITS = "no_node_fits"  # quota would allow it, but no node placement exists now
+    WAITING_FOR_PREEMPTION = "waiting_for_preemption"  # victims are being evicted for it
+    BEHIND_HEAD = "behind_head"  # strict FIFO: waits behind an older task of its team
+    NOT_CONSIDERED = "not_considered"  # not reached in this cycle (one admission per team per cycle)
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    UNKNOWN_POOL = "unknown_pool"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    code: PendingCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """The outcome of one scheduling cycle."""
+
+    admit: tuple[Admit, ...] = ()
+    preempt: tuple[Preempt, ...] = ()
+    pending: dict[str, Pending] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.admit and not self.preempt
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Switches for our extensions; `kueue()` turns them all off so the engine behaves as Kueue."""
+
+    #: Several admissions per team per cycle (Kueue admits one head per ClusterQueue per cycle).
+    multi_admit: bool = True
+    #: Among victims of equal priority, the least unsaved work goes first (Kueue: most recent first).
+    checkpoint_aware: bool = True
+    #: Borrowed capacity runs at least its class's min_runtime before borrow-within-cohort or
+    #: fair-share preemption may take it; no task is preempted twice without progress.
+    min_runtime_protection: bool = True
+    #: Place tasks on concrete nodes/GPUs (a task that fits on one node lands on one node).
+    node_placement: bool = True
+    #: No sharing at all: each team confined to its nominal quota (the `static` baseline).
+    static: bool = False
+    #: Admission holds dollar budgets (`hard` budgets); the caller supplies what each team has spent.
+    enforce_budgets: bool = True
+
+    @classmethod
+    def commons(cls) -> EngineConfig:
+        return cls()
+
+    @classmethod
+    def kueue(cls) -> EngineConfig:
+        return cls(
+            multi_admit=False,
+            checkpoint_aware=False,
+            min_runtime_protection=False,
+            node_placement=False,
+            enforce_budgets=False,
+        )
+
+    @classmethod
+    def static_partition(cls) -> EngineConfig:
+        return cls(static=True)
+
+    @classmethod
+    def named(cls, name: str) -> EngineConfig:
+        """`commons`, `kueue` or `static`, as `commons simulate --engine` names them."""
+        factories = {"commons": cls.commons, "kueue": cls.kueue, "static": cls.static_partition}
+        if name not in factories:
+            raise ValueError(f"unknown engine {name!r}; choose one of: {', '.join(factories)}")
+        return factories[name]()
