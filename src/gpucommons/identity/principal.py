@@ -31,6 +31,13 @@ class Principal:
     admin_of: frozenset[str] = frozenset()
     #: Id of the API token or session that authenticated this request (for revocation and audit).
     credential_id: str | None = None
+    #: The directory user behind the request (None for a service token such as the bootstrap admin).
+    user_id: str | None = None
+
+    @property
+    def teams(self) -> frozenset[str]:
+        """Every team the caller belongs to, as member or admin."""
+        return self.member_of | self.admin_of
 
     def roles_in(self, team: str) -> frozenset[Role]:
         roles: set[Role] = set()
