@@ -1,0 +1,121 @@
+"""`commons policy check FILE` and `commons policy schema`: pure file-in/file-out, no server needed.
+
+`policy_app` is exported so that other modules (the control plane's `policy apply`) add commands to it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpucommons.cli.main import app
+from gpucommons.domain.model import DEFAULT_COHORT, Isolation, Policy, Quota
+from gpucommons.domain.resources import UNLIMITED
+from gpucommons.policy import PolicyError, load_policy, policy_json_schema
+from gpucommons.policy.durations import format_duration
+
+policy_app = typer.Typer(
+    name="policy",
+    help="Check a policy file (commons.yaml) and print its JSON Schema.",
+    no_args_is_help=True,
+)
+app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("check")
+def check(
+    file: Path = typer.Argument(..., help="The policy file to check, e.g. examples/commons.yaml."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the policy is good."),
+) -> None:
+    """Validate FILE: exit 0 with a summary when good, exit 1 listing every problem when not."""
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        policy = load_policy(file)
+    except PolicyError as error:
+        for issue in error.issues:
+            console.print(issue.format(error.source), markup=False)
+        count = len(error.issues)
+        console.print(
+            f"{error.source}: policy refused ({count} problem{'s' if count != 1 else ''})", markup=False
+        )
+        raise typer.Exit(1) from None
+    if not quiet:
+        _print_summary(console, str(file), policy)
+
+
+@policy_app.command("schema")
+def schema(
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write the schema to this file instead."),
+) -> None:
+    """Print the policy file's JSON Schema, for editors (yaml-language-server) and other tools."""
+    text = json.dumps(policy_json_schema(), indent=2) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"{out}: cannot write the schema: {exc.strerror}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _print_summary(console: Console, source: str, policy: Policy) -> None:
+    pools = Table(title="Pools", title_justify="left")
+    for column in ("pool", "GPU", "nodes × GPUs", "GPUs", "price/GPU-hour"):
+        pools.add_column(column, justify="left" if column in ("pool", "GPU") else "right")
+    for pool in policy.pools:
+        pools.add_row(
+            pool.name,
+            pool.gpu_type,
+            f"{pool.nodes} × {pool.gpus_per_node}",
+            str(pool.capacity.gpus),
+            f"{pool.price_per_gpu_hour} {policy.chargeback.currency}",
+        )
+    quotas = Table(title="GPU quotas: nominal (borrow limit / lend limit)", title_justify="left")
+    quotas.add_column("team")
+    quotas.add_column("cohort")
+    for pool in policy.pools:
+        quotas.add_column(pool.name, justify="right")
+    for team in policy.teams:
+        cells = [_quota_cell(team.quota(pool.name)) for pool in policy.pools]
+        label = team.name + (" (dedicated)" if team.isolation is Isolation.DEDICATED else "")
+        quotas.add_row(label, team.cohort, *cells)
+    used = [sum(t.nominal(p.name).gpus for t in policy.teams) for p in policy.pools]
+    quotas.add_row(
+        "Σ nominal / capacity",
+        "",
+        *(f"{u} / {p.capacity.gpus}" for u, p in zip(used, policy.pools, strict=True)),
+    )
+    classes = ", ".join(
+        f"{c.name} {c.value}"
+        + ("" if c.preemptible else " (not preemptible)")
+        + f" grace {format_duration(c.grace_period_s)}"
+        for c in sorted(policy.priority_classes, key=lambda c: -c.value)
+    )
+    console.print(pools)
+    console.print(quotas)
+    console.print(f"Priority classes: {classes}; default {policy.default_priority_class}", markup=False)
+    cohorts = [c.name + (f" ⊂ {c.parent}" if c.parent else "") for c in policy.cohorts]
+    console.print(f"Cohorts: {', '.join(cohorts) or DEFAULT_COHORT}", markup=False)
+    console.print(
+        f"{source}: policy OK ({_count(len(policy.pools), 'pool')}, {_count(len(policy.teams), 'team')}, "
+        f"{_count(len(policy.priority_classes), 'priority class')})",
+        markup=False,
+    )
+
+
+def _quota_cell(quota: Quota | None) -> str:
+    if quota is None:
+        return "—"
+    borrow = "∞" if quota.borrow_limit.gpus >= UNLIMITED else str(quota.borrow_limit.gpus)
+    lend = "all" if quota.lend_limit.gpus >= UNLIMITED else str(quota.lend_limit.gpus)
+    return f"{quota.nominal.gpus} ({borrow} / {lend})"
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    return f"{n} {noun if n == 1 else plural}"
