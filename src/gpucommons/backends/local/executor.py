@@ -1,0 +1,207 @@
+"""The local executor: every attempt a real process group on this machine, watched through files.
+
+Each attempt is started as `runner` (see runner.py) in a new session, so the runner's pid is also
+the id of the attempt's process group and session: signals go to the whole group, SIGKILL also to
+anything that left the group but stayed in the session. The `Handle` (pid, start marker, exit file)
+is all a restarted server needs to find the attempt again:
+
+- while this executor started the attempt, its exit is read with waitpid (through Popen);
+- otherwise (the server was restarted), from the exit file the runner writes, or from /proc;
+- a pid whose start marker differs is somebody else's process: never signalled, never adopted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpucommons.backends.local.environment import task_environment
+from gpucommons.backends.local.exitfile import read_exit_file, status_from_returncode
+from gpucommons.backends.local.procfs import (
+    read_stat,
+    same_process,
+    session_members,
+    signal_each,
+    start_marker,
+)
+from gpucommons.backends.ports import ExitStatus, Handle, Launch
+
+RUNNER_MODULE = "gpucommons.backends.local.runner"
+
+
+class LaunchError(RuntimeError):
+    """The attempt could not be started; the message says why (for the task's events)."""
+
+
+def _safe_name(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", task_id)[:80] or "task"
+
+
+def _status_from_waitstatus(waitstatus: int) -> ExitStatus:
+    if os.WIFSIGNALED(waitstatus):
+        return ExitStatus(code=None, signal=os.WTERMSIG(waitstatus))
+    return ExitStatus(code=os.WEXITSTATUS(waitstatus))
+
+
+#: Reported for an attempt whose wrapper vanished without recording a status (the group was
+#: SIGKILLed while no one was watching, or the machine rebooted): it did not finish on its own.
+LOST = ExitStatus(code=None, signal=int(signal.SIGKILL))
+
+
+class LocalExecutor:
+    """`ports.Executor` with real processes. `run_dir` holds the exit files (not team-writable)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        python: str = sys.executable,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self._python = python
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        #: Runners this instance started, by (pid, start marker): polled with waitpid.
+        self._children: dict[tuple[int, str], subprocess.Popen[bytes]] = {}
+        #: Statuses already reported, so a second poll answers the same even if the file is gone.
+        self._ended: dict[tuple[int, str], ExitStatus] = {}
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def start(self, launch: Launch) -> Handle:
+        home = self._check(launch)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        exit_file = self.run_dir / f"{_safe_name(launch.task_id)}.{uuid.uuid4().hex[:12]}.exit"
+        argv = [self._python, "-I", "-m", RUNNER_MODULE, "--exit-file", str(exit_file)]
+        argv += ["--workdir", str(launch.workdir)]
+        if launch.run_as is not None:
+            argv += ["--user", launch.run_as]
+        argv += ["--", *launch.command]
+        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_fd = os.open(launch.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                env=task_environment(launch, self._base_env, home),
+                cwd="/",
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise LaunchError(f"cannot start the task runner ({self._python}): {exc}") from exc
+        finally:
+            os.close(log_fd)
+        marker = start_marker(proc.pid)
+        if marker is None:  # pragma: no cover - the child exists until we reap it
+            raise LaunchError(f"the runner of task {launch.task_id} vanished before it could be watched")
+        self._children[(proc.pid, marker)] = proc
+        return Handle(task_id=launch.task_id, pid=proc.pid, start_marker=marker, exit_file=exit_file)
+
+    def _check(self, launch: Launch) -> str | None:
+        """Refuse a launch that cannot work, with a message naming what is wrong; return HOME."""
+        if not launch.command:
+            raise LaunchError(f"task {launch.task_id} has an empty command")
+        if not launch.workdir.is_dir():
+            raise LaunchError(f"task {launch.task_id}: its working directory {launch.workdir} does not exist")
+        if launch.run_as is None:
+            return None
+        if os.geteuid() != 0:
+            raise LaunchError(
+                f"task {launch.task_id} should run as {launch.run_as!r}: that needs the server to run as root"
+            )
+        try:
+            pwd.getpwnam(launch.run_as)
+        except KeyError:
+            raise LaunchError(f"task {launch.task_id}: there is no Unix account {launch.run_as!r}") from None
+        return str(launch.workdir)
+
+    # -- signalling ----------------------------------------------------------------------------
+
+    def _owns_group(self, handle: Handle) -> bool:
+        """May we signal process group `handle.pid`? Yes while the runner is the process the marker
+        names (running or a zombie), and when the pid is free: Linux does not hand out a pid that is
+        still some group's id, so a group with a free leader pid is what is left of ours. No when the
+        pid now belongs to another process."""
+        if read_stat(handle.pid) is None:
+            return True
+        return same_process(handle.pid, handle.start_marker) is not None
+
+    def signal(self, handle: Handle, signum: int) -> None:
+        if not self._owns_group(handle):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(handle.pid, signum)
+
+    def kill(self, handle: Handle) -> None:
+        if not self._owns_group(handle):
+            return
+        self.signal(handle, signal.SIGKILL)
+        # Processes that moved to a process group of their own stay in the runner's session.
+        signal_each(session_members(handle.pid), signal.SIGKILL)
+
+    # -- watching ----------------------------------------------------------------------------------
+
+    def poll(self, handle: Handle) -> ExitStatus | None:
+        key = (handle.pid, handle.start_marker)
+        if key in self._ended:
+            return self._ended[key]
+        status = self._observe(handle)
+        if status is not None:
+            self._ended[key] = status
+        return status
+
+    def _observe(self, handle: Handle) -> ExitStatus | None:
+        recorded = read_exit_file(handle.exit_file) if handle.exit_file else None
+        child = self._children.get((handle.pid, handle.start_marker))
+        if child is not None:
+            returncode = child.poll()
+            if returncode is None:
+                # The runner writes the exit file just before it exits; until it is gone, it runs.
+                return None
+            del self._children[(handle.pid, handle.start_marker)]
+            recorded = recorded or (read_exit_file(handle.exit_file) if handle.exit_file else None)
+            return recorded or status_from_returncode(returncode)
+        if recorded is not None:
+            self._reap_if_our_zombie(handle)
+            return recorded
+        return self._poll_adopted(handle)
+
+    def _poll_adopted(self, handle: Handle) -> ExitStatus | None:
+        """An attempt started before a restart: /proc says whether it runs, the exit file how it ended."""
+        stat = same_process(handle.pid, handle.start_marker)
+        if stat is not None and not stat.is_zombie:
+            return None
+        reaped = self._reap_if_our_zombie(handle) if stat is not None else None
+        recorded = read_exit_file(handle.exit_file) if handle.exit_file else None
+        return recorded or reaped or LOST
+
+    def _reap_if_our_zombie(self, handle: Handle) -> ExitStatus | None:
+        """A runner that is still this process's child (e.g. a second executor in one process)."""
+        stat = same_process(handle.pid, handle.start_marker)
+        if stat is None or not stat.is_zombie:
+            return None
+        try:
+            pid, waitstatus = os.waitpid(handle.pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        return _status_from_waitstatus(waitstatus) if pid == handle.pid else None
+
+    def is_alive(self, handle: Handle) -> bool:
+        return self.poll(handle) is None
+
+    def release(self, handle: Handle) -> None:
+        """Optional: the server has recorded the attempt's end; forget it and delete its exit file."""
+        self._ended.pop((handle.pid, handle.start_marker), None)
+        if handle.exit_file is not None:
+            handle.exit_file.unlink(missing_ok=True)
