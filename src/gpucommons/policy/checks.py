@@ -26,11 +26,16 @@ Finding = tuple[Path, str]
 Check = Callable[[Parts], Iterable[Finding]]
 
 
+def _plain(value: Decimal) -> str:
+    """`80`, `0.5`: no exponent, no trailing zeros."""
+    return str(int(value)) if value == value.to_integral_value() else f"{value.normalize():f}"
+
+
 def _show_amount(component: str, amount: int) -> str:
     if component == "cpu_milli":
-        return f"{Decimal(amount) / MILLI_PER_CPU:f}".rstrip("0").rstrip(".") + " CPUs"
+        return _plain(Decimal(amount) / MILLI_PER_CPU) + " CPUs"
     if component == "memory_mib":
-        return f"{Decimal(amount) / MIB_PER_GIB:f}".rstrip("0").rstrip(".") + " GiB of memory"
+        return _plain(Decimal(amount) / MIB_PER_GIB) + " GiB of memory"
     return f"{amount} GPU" + ("" if amount == 1 else "s")
 
 

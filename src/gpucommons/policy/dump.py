@@ -27,7 +27,10 @@ from gpucommons.policy.durations import format_duration
 
 
 class _PolicyDumper(yaml.SafeDumper):
-    """Writes Decimals as exact numbers and str enums as plain words."""
+    """Writes Decimals as exact numbers and never uses anchors (shared defaults would get `&id001`)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _represent_decimal(dumper: yaml.SafeDumper, value: Decimal) -> yaml.ScalarNode:
