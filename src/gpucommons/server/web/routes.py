@@ -1,0 +1,102 @@
+"""HTTP routes of the dashboard: the page at `/` and its static files under `/ui/`.
+
+The page is rendered server-side only to hand the browser a small JSON configuration (API base path,
+the sign-in URL when single sign-on is configured, the cluster's name); everything else happens in the
+browser against `/api/v1`, under a Content-Security-Policy that allows scripts from this server only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from gpucommons.server.web.assets import catalogue, template_text
+
+ASSET_PREFIX = "/ui"
+API_BASE = "/api/v1"
+#: How often a page polls the API, in milliseconds (pages that hold a form do not poll).
+REFRESH_MS = 3000
+
+#: Route names under which the identity layer may register its browser sign-in and sign-out
+#: (authorization code + PKCE). The first one present in the app is offered as the "Sign in" button.
+SSO_LOGIN_ROUTE_NAMES = ("web_login", "oidc_login", "auth_login", "login")
+SSO_LOGOUT_ROUTE_NAMES = ("web_logout", "oidc_logout", "auth_logout", "logout")
+
+#: Scripts and styles from this server only, no inline code, no framing: the page holds an API token.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data: blob:",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    )
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+router = APIRouter(include_in_schema=False)
+
+_environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+_page = _environment.from_string(template_text("index.html"))
+
+
+def asset_url(name: str) -> str:
+    """URL of a static file, versioned by its content so a new release is never served from cache."""
+    asset = catalogue()[name]
+    return f"{ASSET_PREFIX}/{name}?v={asset.etag.strip(chr(34))}"
+
+
+def _route_path(request: Request, names: tuple[str, ...]) -> str | None:
+    for name in names:
+        try:
+            return str(request.app.url_path_for(name))
+        except Exception:  # starlette raises NoMatchFound, also for routes that need parameters
+            continue
+    return None
+
+
+def _cluster_name(request: Request) -> str:
+    # Best effort: the page only shows it in the header.
+    policy = getattr(request.app.state, "policy", None)
+    return str(getattr(policy, "cluster_name", "") or "")
+
+
+def page_config(request: Request) -> dict[str, Any]:
+    """What the browser needs before its first API call."""
+    return {
+        "api_base": API_BASE,
+        "refresh_ms": REFRESH_MS,
+        "sso_login_url": _route_path(request, SSO_LOGIN_ROUTE_NAMES),
+        "sso_logout_url": _route_path(request, SSO_LOGOUT_ROUTE_NAMES),
+    }
+
+
+@router.get("/", response_class=HTMLResponse, name="dashboard")
+def dashboard(request: Request) -> HTMLResponse:
+    html = _page.render(asset=asset_url, config=page_config(request), cluster_name=_cluster_name(request))
+    return HTMLResponse(html, headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
+
+
+@router.get(ASSET_PREFIX + "/{path:path}", name="dashboard_asset")
+def dashboard_asset(path: str, request: Request) -> Response:
+    asset = catalogue().get(path)
+    if asset is None:
+        return JSONResponse(
+            {"error": {"code": "not_found", "message": f"no dashboard file {path!r}", "details": {}}},
+            status_code=404,
+        )
+    headers = {**SECURITY_HEADERS, "ETag": asset.etag, "Cache-Control": "no-cache"}
+    if asset.etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)

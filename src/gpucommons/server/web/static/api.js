@@ -1,0 +1,117 @@
+// The dashboard's only way to the server: the public REST API under /api/v1, with the caller's bearer
+// token. The dashboard has no privileges of its own; whatever the API hides from a caller (other teams'
+// tasks, logs, costs) the dashboard never receives.
+
+const TOKEN_KEY = "commons.token";
+
+/** The bearer token lives in sessionStorage: it survives a reload, dies with the tab. */
+export const session = {
+  get token() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || "";
+    } catch {
+      return "";
+    }
+  },
+  set token(value) {
+    try {
+      if (value) sessionStorage.setItem(TOKEN_KEY, value);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch {
+      /* storage disabled: the token lives only as long as this page */
+    }
+  },
+};
+
+/** An error answer of the API: `{"error": {"code", "message", "details"}}`, or a network failure. */
+export class ApiError extends Error {
+  constructor(status, code, message, details = {}) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+
+  /** One line for a person; validation errors name each field that is wrong. */
+  get explanation() {
+    const errors = Array.isArray(this.details?.errors) ? this.details.errors : [];
+    const lines = errors
+      .map((e) => {
+        if (typeof e === "string") return e;
+        const where = Array.isArray(e.loc) ? e.loc.filter((p) => p !== "body").join(".") : e.field || e.path;
+        return where ? `${where}: ${e.msg || e.message}` : e.msg || e.message;
+      })
+      .filter(Boolean);
+    return lines.length ? `${this.message} (${lines.join("; ")})` : this.message;
+  }
+}
+
+export class Api {
+  constructor(base = "/api/v1") {
+    this.base = base;
+    //: Server clock minus browser clock (ms), from the Date header, so task ages are right.
+    this.clockSkewMs = 0;
+  }
+
+  now() {
+    return Date.now() + this.clockSkewMs;
+  }
+
+  /** The caller's credentials, for requests made outside `request` (file downloads). */
+  authHeaders() {
+    return session.token ? { Authorization: `Bearer ${session.token}` } : {};
+  }
+
+  async request(method, path, { body, query, accept = "application/json" } = {}) {
+    const url = new URL(this.base + path, window.location.origin);
+    for (const [k, v] of Object.entries(query || {})) {
+      if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, String(v));
+    }
+    const headers = { Accept: accept, ...this.authHeaders() };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: "same-origin",
+        cache: "no-store",
+      });
+    } catch (e) {
+      throw new ApiError(0, "network", `The server did not answer (${e.message}). Is commons up running?`);
+    }
+    const date = response.headers.get("Date");
+    if (date) {
+      const server = Date.parse(date);
+      // The Date header has 1 s resolution: ignore differences below that.
+      if (!Number.isNaN(server) && Math.abs(server - Date.now()) > 1500) this.clockSkewMs = server - Date.now();
+    }
+    const type = response.headers.get("Content-Type") || "";
+    const payload = type.includes("json") ? await response.json().catch(() => null) : await response.text();
+    if (!response.ok) {
+      const err = payload && typeof payload === "object" ? payload.error : null;
+      if (err && typeof err === "object") {
+        throw new ApiError(response.status, err.code || "error", err.message || response.statusText, err.details || {});
+      }
+      const detail = typeof payload === "string" && payload.length < 300 ? payload : response.statusText;
+      throw new ApiError(response.status, "http_" + response.status, `HTTP ${response.status}: ${detail}`);
+    }
+    return payload;
+  }
+
+  get(path, query) {
+    return this.request("GET", path, { query });
+  }
+
+  post(path, body) {
+    return this.request("POST", path, { body: body === undefined ? {} : body });
+  }
+}
+
+/** Lists may come bare or wrapped (`{"items": [...]}`) depending on the endpoint; accept both. */
+export function items(payload) {
+  if (Array.isArray(payload)) return payload;
+  if (payload && Array.isArray(payload.items)) return payload.items;
+  return [];
+}

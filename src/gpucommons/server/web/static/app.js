@@ -1,0 +1,280 @@
+// The dashboard shell: hash routing, sign-in state, and the refresh loop that re-renders a page only
+// when its data changed (so focus, selection and scroll survive the polling).
+
+import { Api, ApiError, session } from "./api.js";
+import { loadWhoAmI } from "./data.js";
+import { h, replace } from "./dom.js";
+import { formatDuration } from "./format.js";
+import * as overview from "./views/overview.js";
+import * as signin from "./views/signin.js";
+import * as submit from "./views/submit.js";
+import * as task from "./views/task.js";
+import * as tasks from "./views/tasks.js";
+import * as usage from "./views/usage.js";
+
+const config = JSON.parse(document.getElementById("commons-config")?.textContent || "{}");
+const api = new Api(config.api_base || "/api/v1");
+const DEFAULT_REFRESH_MS = config.refresh_ms || 3000;
+
+const ROUTES = [
+  [/^\/?$/, overview],
+  [/^\/tasks\/?$/, tasks],
+  [/^\/tasks\/([^/?]+)$/, task, ["id"]],
+  [/^\/submit\/?$/, submit],
+  [/^\/usage\/?$/, usage],
+  [/^\/signin\/?$/, signin],
+];
+
+const els = {
+  main: document.getElementById("main"),
+  nav: document.getElementById("nav"),
+  user: document.getElementById("user"),
+  status: document.getElementById("refresh-status"),
+  announcer: document.getElementById("announcer"),
+  pause: document.getElementById("refresh-toggle"),
+};
+
+const state = {
+  who: null,
+  signedIn: false,
+  signinMessage: "",
+  paused: false,
+  generation: 0,
+  timer: null,
+  lastJson: null,
+  lastOk: 0,
+  route: null,
+};
+
+function parseHash() {
+  const raw = window.location.hash.replace(/^#/, "") || "/";
+  const [path, query = ""] = raw.split("?");
+  for (const [re, view, names = []] of ROUTES) {
+    const m = path.match(re);
+    if (m) {
+      const args = {};
+      names.forEach((n, i) => (args[n] = decodeURIComponent(m[i + 1])));
+      return { view, args, params: new URLSearchParams(query), path };
+    }
+  }
+  return { view: overview, args: {}, params: new URLSearchParams(), path: "/" };
+}
+
+function context(route, region) {
+  return {
+    api,
+    config,
+    who: state.who,
+    args: route.args,
+    params: route.params,
+    signinMessage: state.signinMessage,
+    navigate: (hash) => {
+      if (window.location.hash === hash) show();
+      else window.location.hash = hash;
+    },
+    refresh: () => tick(state.generation, route, region, true),
+    announce,
+    signIn,
+  };
+}
+
+function announce(text) {
+  els.announcer.textContent = "";
+  // A fresh text node makes screen readers speak the same message twice in a row, too.
+  window.setTimeout(() => (els.announcer.textContent = text), 50);
+}
+
+/** Render the page for the current hash: its static header once, then its data, refreshed. */
+async function show() {
+  let route = parseHash();
+  if (!state.signedIn && route.view !== signin) route = { ...route, view: signin };
+  state.generation += 1;
+  state.lastJson = null;
+  window.clearTimeout(state.timer);
+  state.route = route;
+  const region = h("div", { class: "region" });
+  const ctx = context(route, region);
+  replace(els.main, route.view.header ? route.view.header(ctx) : null, region);
+  document.title = `${route.view.title} · GPU Commons`;
+  renderNav(route);
+  await tick(state.generation, route, region, true);
+  const heading = els.main.querySelector("h1");
+  if (heading) {
+    heading.setAttribute("tabindex", "-1");
+    if (document.activeElement === document.body || !els.main.contains(document.activeElement)) heading.focus({ preventScroll: true });
+  }
+}
+
+async function tick(generation, route, region, force = false) {
+  window.clearTimeout(state.timer);
+  const ctx = context(route, region);
+  try {
+    const data = await route.view.load(ctx);
+    if (generation !== state.generation) return; // the user went elsewhere meanwhile
+    const json = JSON.stringify(data);
+    if (force || json !== state.lastJson) {
+      state.lastJson = json;
+      rerender(region, route.view.render(data, ctx));
+      route.view.afterRender?.(region);
+    }
+    state.lastOk = Date.now();
+    region.querySelector(".load-error")?.remove();
+  } catch (e) {
+    if (generation !== state.generation) return;
+    if (e instanceof ApiError && e.status === 401) {
+      signOut("Your session has ended or the token was revoked; please sign in again.");
+      return;
+    }
+    showLoadError(region, e);
+  }
+  updateStatus();
+  schedule(generation, route, region);
+}
+
+function schedule(generation, route, region) {
+  const every = route.view.refreshMs ?? DEFAULT_REFRESH_MS;
+  if (!every || state.paused || !state.signedIn) return;
+  state.timer = window.setTimeout(() => {
+    if (document.hidden) schedule(generation, route, region); // no polling in a background tab
+    else tick(generation, route, region);
+  }, every);
+}
+
+/** Swap a region's content, keeping keyboard focus on the same control if it is still there. */
+function rerender(region, nodes) {
+  const active = document.activeElement;
+  const focusId = active && region.contains(active) ? active.id : "";
+  replace(region, nodes);
+  if (focusId) document.getElementById(focusId)?.focus({ preventScroll: true });
+}
+
+function showLoadError(region, e) {
+  region.querySelector(".load-error")?.remove();
+  const text = e instanceof ApiError ? e.explanation : String(e);
+  const message =
+    e instanceof ApiError && e.status === 403
+      ? `You may not see this: ${text}`
+      : e instanceof ApiError && e.status === 404
+        ? `Not found: ${text}`
+        : `Could not load this page: ${text}`;
+  region.prepend(h("p", { class: "load-error callout error", role: "alert" }, message));
+}
+
+function updateStatus() {
+  if (!state.signedIn) {
+    els.status.textContent = "";
+    return;
+  }
+  const every = state.route?.view.refreshMs ?? DEFAULT_REFRESH_MS;
+  const age = state.lastOk ? formatDuration((Date.now() - state.lastOk) / 1000) : "never";
+  els.status.textContent = state.paused || !every ? `Updated ${age} ago` : `Live · updated ${age} ago`;
+}
+
+function renderNav(route) {
+  const links = [
+    ["#/", "Overview", overview],
+    ["#/tasks", "Tasks", tasks],
+    ["#/submit", "Submit", submit],
+    ["#/usage", "Usage & costs", usage],
+  ];
+  const canSubmit = !state.who || state.who.platform_admin || (state.who.teams || []).length > 0;
+  replace(
+    els.nav,
+    state.signedIn
+      ? h(
+          "ul",
+          {},
+          links
+            .filter(([, , view]) => view !== submit || canSubmit)
+            .map(([href, text, view]) =>
+              h(
+                "li",
+                {},
+                h("a", { href, "aria-current": route.view === view || (view === tasks && route.view === task) ? "page" : null }, text),
+              ),
+            ),
+        )
+      : null,
+  );
+  els.pause.hidden = !state.signedIn;
+  replace(
+    els.user,
+    state.signedIn
+      ? [
+          h("span", { class: "who", id: "who" }, whoText()),
+          " ",
+          h("button", { type: "button", class: "secondary small", id: "signout", onclick: () => signOut("You are signed out.") }, "Sign out"),
+        ]
+      : null,
+  );
+}
+
+function whoText() {
+  const w = state.who;
+  if (!w) return "Signed in";
+  const name = w.display_name || w.subject || "you";
+  const roles = [];
+  if (w.platform_admin) roles.push("platform admin");
+  if (w.finance) roles.push("finance");
+  const teams = w.teams || [];
+  if (teams.length) roles.push(`team${teams.length > 1 ? "s" : ""} ${teams.join(", ")}`);
+  return roles.length ? `${name} · ${roles.join(" · ")}` : name;
+}
+
+/** Check the credentials we have (token, or the server's session cookie) and enter the dashboard. */
+async function signIn() {
+  const who = await loadWhoAmI(api); // throws ApiError(401) for a bad token
+  state.who = who;
+  state.signedIn = true;
+  state.signinMessage = "";
+  announce(`Signed in${who ? ` as ${who.display_name || who.subject}` : ""}.`);
+  const route = parseHash();
+  if (route.view === signin) window.location.hash = "#/";
+  else await show();
+}
+
+function signOut(message) {
+  session.token = "";
+  state.signedIn = false;
+  state.who = null;
+  state.signinMessage = message;
+  window.clearTimeout(state.timer);
+  if (config.sso_logout_url && message === "You are signed out.") {
+    window.location.assign(config.sso_logout_url);
+    return;
+  }
+  window.location.hash = "#/signin";
+  show();
+}
+
+/** An OpenID sign-in ends on `/#token=…`: keep the token, then drop it from the address bar and history. */
+function takeTokenFromFragment() {
+  const m = window.location.hash.match(/^#token=([^&]+)/);
+  if (!m) return;
+  session.token = decodeURIComponent(m[1]);
+  window.history.replaceState(null, "", window.location.pathname + window.location.search + "#/");
+}
+
+async function boot() {
+  takeTokenFromFragment();
+  els.pause.addEventListener("click", () => {
+    state.paused = !state.paused;
+    els.pause.setAttribute("aria-pressed", String(state.paused));
+    els.pause.textContent = state.paused ? "Resume auto-refresh" : "Pause auto-refresh";
+    if (!state.paused && state.route) show();
+    updateStatus();
+  });
+  window.addEventListener("hashchange", show);
+  window.setInterval(updateStatus, 1000);
+  try {
+    await signIn();
+  } catch (e) {
+    state.signedIn = false;
+    if (!(e instanceof ApiError && e.status === 401)) state.signinMessage = e instanceof ApiError ? e.explanation : String(e);
+    else if (session.token) state.signinMessage = "Your saved token was not accepted; please sign in again.";
+    session.token = e instanceof ApiError && e.status === 401 ? "" : session.token;
+    await show();
+  }
+}
+
+boot();

@@ -1,0 +1,78 @@
+// Usage bars. SVG rather than styled divs: widths are attributes (the page's Content-Security-Policy
+// forbids inline styles), and the borrowed part is hatched as well as coloured, so it reads without colour.
+
+import { h, svg } from "./dom.js";
+
+const HEIGHT = 18;
+
+function pct(value, scale) {
+  if (!scale || scale <= 0) return 0;
+  return Math.max(0, Math.min(100, (100 * value) / scale));
+}
+
+function rect(cls, fromPct, widthPct) {
+  if (widthPct <= 0) return null;
+  return svg("rect", { class: cls, x: `${fromPct}%`, y: 0, width: `${widthPct}%`, height: HEIGHT });
+}
+
+/**
+ * A team's usage in one pool against its nominal quota: GPUs held within quota (solid), borrowed
+ * above it (hatched), the rest of the quota (pale), and a tick at the nominal quota. `scale` is the same
+ * for every team of a pool, so bars compare at a glance.
+ */
+export function quotaBar({ used, borrowed, nominal, scale, label }) {
+  const owned = Math.max(0, used - borrowed);
+  const ownedPct = pct(owned, scale);
+  const borrowedPct = pct(borrowed, scale);
+  const nominalPct = pct(nominal, scale);
+  return svg(
+    "svg",
+    { class: "bar", role: "img", "aria-label": label, width: "100%", height: HEIGHT, preserveAspectRatio: "none" },
+    svg("title", {}, label),
+    rect("bar-track", 0, 100),
+    rect("bar-quota", 0, nominalPct),
+    rect("bar-owned", 0, ownedPct),
+    rect("bar-borrowed", ownedPct, borrowedPct),
+    rect("bar-borrowed-hatch", ownedPct, borrowedPct),
+    nominal > 0
+      ? svg("line", { class: "bar-nominal", x1: `${nominalPct}%`, x2: `${nominalPct}%`, y1: 0, y2: HEIGHT })
+      : null,
+  );
+}
+
+/** A pool's capacity split into GPUs used within quota, borrowed, and idle. */
+export function poolBar({ owned, borrowed, capacity, label }) {
+  const scale = capacity || owned + borrowed || 1;
+  const ownedPct = pct(owned, scale);
+  const borrowedPct = pct(borrowed, scale);
+  return svg(
+    "svg",
+    { class: "bar bar-pool", role: "img", "aria-label": label, width: "100%", height: HEIGHT, preserveAspectRatio: "none" },
+    svg("title", {}, label),
+    rect("bar-idle", 0, 100),
+    rect("bar-owned", 0, ownedPct),
+    rect("bar-borrowed", ownedPct, borrowedPct),
+    rect("bar-borrowed-hatch", ownedPct, borrowedPct),
+  );
+}
+
+/** The colour key shown with the bars: [[cssClass, text], ...] → list items. */
+export function legend(entries) {
+  return h(
+    "ul",
+    { class: "legend", "aria-label": "Legend" },
+    entries.map(([cls, text]) =>
+      h(
+        "li",
+        {},
+        svg(
+          "svg",
+          { class: "legend-swatch", width: 14, height: 14, "aria-hidden": "true" },
+          svg("rect", { class: cls, x: 0, y: 0, width: 14, height: 14 }),
+          cls === "bar-borrowed" ? svg("rect", { class: "bar-borrowed-hatch", x: 0, y: 0, width: 14, height: 14 }) : null,
+        ),
+        text,
+      ),
+    ),
+  );
+}

@@ -1,0 +1,52 @@
+// Building DOM nodes safely: every piece of data goes in as text, never as HTML, so a task name or a
+// log line can never inject markup or script into the dashboard (the API token lives in this page).
+
+/**
+ * h("a", {href: "#/tasks", class: "x", onclick: fn}, "text", childNode, [more, children])
+ * Attributes starting with "on" become event listeners; `null`/`false` attributes and children are skipped.
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (value === true) {
+      el.setAttribute(key, "");
+    } else {
+      el.setAttribute(key, String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else if (child instanceof Node) el.appendChild(child);
+    else el.appendChild(document.createTextNode(String(child)));
+  }
+}
+
+/** Replace everything inside `el` with `children`. */
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
+/** A small SVG element (bars are SVG so they scale with the layout and print cleanly). */
+export function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== null && value !== undefined) el.setAttribute(key, String(value));
+  }
+  for (const child of children) {
+    if (child instanceof Node) el.appendChild(child);
+    else if (child !== null && child !== undefined) el.appendChild(document.createTextNode(String(child)));
+  }
+  return el;
+}

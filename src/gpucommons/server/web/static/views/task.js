@@ -1,0 +1,171 @@
+// One task: its state and why, what it asked for and got, its events, the tail of its log, and a
+// cancel button (two steps, so a stray click never kills a week of training).
+
+import { ApiError } from "../api.js";
+import { cancelTask, LOG_TAIL_LINES, loadTask } from "../data.js";
+import { h } from "../dom.js";
+import { formatDuration, formatTime, isActiveState, joinCommand, plural, secondsSince } from "../format.js";
+import { reasonText, stateBadge } from "./tasks.js";
+
+export const title = "Task";
+
+export async function load(ctx) {
+  return loadTask(ctx.api, ctx.args.id);
+}
+
+export function header() {
+  return [h("p", { class: "back" }, h("a", { href: "#/tasks" }, "← All tasks"))];
+}
+
+export function render(data, ctx) {
+  const { task, events, log } = data;
+  const now = ctx.api.now();
+  const pending = task.state === "pending";
+  return [
+    h("h1", {}, task.name || task.id, " ", stateBadge(task.state)),
+    pending ? waitingCallout(task, data.queue, now) : null,
+    task.message && !pending ? h("p", { class: "callout" }, task.message) : null,
+    actions(task, ctx),
+    h(
+      "section",
+      { "aria-labelledby": "facts-heading" },
+      h("h2", { id: "facts-heading", class: "visually-hidden" }, "Details"),
+      facts(task, now),
+    ),
+    h(
+      "section",
+      { "aria-labelledby": "events-heading" },
+      h("h2", { id: "events-heading" }, "Events"),
+      events.length ? eventsTable(events) : h("p", { class: "empty" }, "No events yet."),
+    ),
+    h(
+      "section",
+      { "aria-labelledby": "log-heading" },
+      h("h2", { id: "log-heading" }, "Log ", h("span", { class: "muted small" }, `(last ${LOG_TAIL_LINES} lines)`)),
+      log.error
+        ? h("p", { class: "empty" }, `The log is not available: ${log.error}`)
+        : h(
+            "pre",
+            { class: "log", id: "log-tail", tabindex: 0, "aria-label": `Last ${LOG_TAIL_LINES} lines of the task's log` },
+            log.text || "(no output yet)",
+          ),
+    ),
+  ];
+}
+
+/** Keep the log scrolled to its newest line, as a terminal would. */
+export function afterRender(root) {
+  const pre = root.querySelector("#log-tail");
+  if (pre) pre.scrollTop = pre.scrollHeight;
+}
+
+function waitingCallout(task, queue, now) {
+  const waited = formatDuration(secondsSince(task.queued_at || task.submitted_at, now));
+  const place = queue
+    ? `#${queue.position} in the cluster's queue, #${queue.team_position} in team ${task.team}'s`
+    : "in the queue";
+  return h(
+    "div",
+    { class: "callout waiting", role: "status" },
+    h("p", {}, h("strong", {}, `Waiting ${waited}`), ` · ${place}`),
+    h("p", { class: "reason", dataset: { reasonCode: queue?.reason_code || "" } }, reasonText({ ...task, queue })),
+  );
+}
+
+function actions(task, ctx) {
+  if (!isActiveState(task.state)) return null;
+  if (task.cancel_requested) return h("p", { class: "actions muted" }, "Cancellation requested; the task is stopping.");
+  const status = h("span", { class: "action-status", role: "status", "aria-live": "polite" });
+  const confirm = h(
+    "span",
+    { class: "confirm", hidden: true },
+    "Stop this task? ",
+    h("button", { type: "button", class: "danger", id: "cancel-confirm", onclick: doCancel }, "Yes, cancel it"),
+    " ",
+    h("button", { type: "button", class: "secondary", onclick: () => toggle(false) }, "Keep it"),
+  );
+  const start = h("button", { type: "button", class: "danger-outline", id: "cancel-button", onclick: () => toggle(true) }, "Cancel task");
+
+  function toggle(open) {
+    start.hidden = open;
+    confirm.hidden = !open;
+    (open ? confirm.querySelector("button") : start).focus();
+  }
+
+  async function doCancel() {
+    confirm.querySelectorAll("button").forEach((b) => (b.disabled = true));
+    status.textContent = "Cancelling…";
+    try {
+      await cancelTask(ctx.api, task.id);
+      status.textContent = "Cancellation requested.";
+      ctx.refresh();
+    } catch (e) {
+      status.textContent = `Could not cancel: ${e instanceof ApiError ? e.explanation : e}`;
+      confirm.querySelectorAll("button").forEach((b) => (b.disabled = false));
+    }
+  }
+
+  return h("div", { class: "actions" }, start, confirm, " ", status);
+}
+
+function facts(task, now) {
+  const rows = [
+    ["Task id", h("span", { class: "mono" }, task.id)],
+    ["Team", task.team],
+    ["GPUs", gpusText(task)],
+    ["Pool", task.assigned_pool ? task.assigned_pool + (task.pool ? "" : " (any of the team's pools)") : task.pool || "any of the team's pools"],
+    ["Priority", `${task.priority}${task.priority_value !== undefined ? ` (${task.priority_value})` : ""}`],
+    ["Checkpoint", task.checkpoint || "none declared"],
+    ["Submitted", timeAndAge(task.submitted_at, now, task.submitted_by ? ` by ${task.submitted_by}` : "")],
+    ["Started", task.started_at ? timeAndAge(task.started_at, now) : "–"],
+    ["Finished", task.finished_at ? formatTime(task.finished_at) : "–"],
+    ["Exit code", task.exit_code ?? "–"],
+    ["Restarts", `${task.restart_count || 0} (${plural(task.preemptions || 0, "preemption")})`],
+    ["Last checkpoint", task.last_checkpoint_at ? timeAndAge(task.last_checkpoint_at, now) : "–"],
+    ["Work lost to preemption", task.lost_gpu_seconds ? `${(task.lost_gpu_seconds / 3600).toFixed(2)} GPU-hours` : "none"],
+    ["Command", h("code", { class: "command" }, joinCommand(task.command))],
+  ];
+  return h("dl", { class: "facts" }, rows.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
+}
+
+function gpusText(task) {
+  let text = String(task.gpus);
+  if (task.gpu_indices && task.gpu_indices.length) text += ` (indices ${task.gpu_indices.join(", ")})`;
+  if (task.borrowed_gpus) text += `, ${task.borrowed_gpus} borrowed`;
+  return text;
+}
+
+function timeAndAge(iso, now, suffix = "") {
+  return `${formatTime(iso)} (${formatDuration(secondsSince(iso, now))} ago)${suffix}`;
+}
+
+function eventsTable(events) {
+  const sorted = [...events].sort((a, b) => (a.id ?? 0) - (b.id ?? 0));
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "events" },
+      h("caption", { class: "visually-hidden" }, "Task events, oldest first"),
+      h(
+        "thead",
+        {},
+        h("tr", {}, h("th", { scope: "col" }, "Time"), h("th", { scope: "col" }, "Event"), h("th", { scope: "col" }, "Message")),
+      ),
+      h(
+        "tbody",
+        {},
+        sorted.map((e) =>
+          h(
+            "tr",
+            {},
+            h("td", { class: "nowrap" }, formatTime(e.at)),
+            h("td", {}, e.kind, e.to_state ? h("span", { class: "muted" }, ` ${e.from_state || "–"} → ${e.to_state}`) : null),
+            h("td", {}, e.message || ""),
+          ),
+        ),
+      ),
+    ),
+  );
+}

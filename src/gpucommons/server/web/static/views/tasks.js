@@ -1,0 +1,203 @@
+// Tasks: what the caller may see (the API filters by team), the queue with the engine's reasons, and
+// a table of every task with its state, team, GPUs, priority and age.
+
+import { loadTasks } from "../data.js";
+import { h } from "../dom.js";
+import { formatDuration, isActiveState, plural, secondsSince } from "../format.js";
+
+export const title = "Tasks";
+
+const STATES = [
+  ["active", "Active (waiting or running)"],
+  ["pending", "Waiting"],
+  ["running", "Running"],
+  ["finished", "Finished"],
+  ["", "All"],
+];
+
+function filterOf(ctx) {
+  return { state: ctx.params.get("state") ?? "active", team: ctx.params.get("team") ?? "" };
+}
+
+export async function load(ctx) {
+  return loadTasks(ctx.api, filterOf(ctx));
+}
+
+/** The filter bar: rendered once per visit so that refreshing never steals focus from it. */
+export function header(ctx) {
+  const filter = filterOf(ctx);
+  const teams = new Set(ctx.who?.teams || []);
+  if (filter.team) teams.add(filter.team);
+  const apply = (event) => {
+    event.preventDefault();
+    const form = event.target.closest("form");
+    const q = new URLSearchParams();
+    q.set("state", form.elements.state.value);
+    if (form.elements.team.value.trim()) q.set("team", form.elements.team.value.trim());
+    ctx.navigate(`#/tasks?${q}`);
+  };
+  return [
+    h("h1", {}, "Tasks"),
+    h(
+      "form",
+      { class: "filters", role: "search", "aria-label": "Filter tasks", onsubmit: apply, onchange: apply },
+      h(
+        "label",
+        {},
+        "Show ",
+        h(
+          "select",
+          { name: "state" },
+          STATES.map(([value, text]) => h("option", { value, selected: value === filter.state }, text)),
+        ),
+      ),
+      h(
+        "label",
+        {},
+        "Team ",
+        h("input", { name: "team", list: "team-choices", value: filter.team, placeholder: "all my teams", size: 14 }),
+        h("datalist", { id: "team-choices" }, [...teams].sort().map((t) => h("option", { value: t }))),
+      ),
+      h("button", { type: "submit", class: "secondary" }, "Apply"),
+    ),
+  ];
+}
+
+export function render(data, ctx) {
+  const now = ctx.api.now();
+  const filter = filterOf(ctx);
+  const waiting = data.tasks.filter((t) => t.state === "pending");
+  waiting.sort((a, b) => (a.queue?.position ?? 1e9) - (b.queue?.position ?? 1e9) || (a.seq ?? 0) - (b.seq ?? 0));
+  return [
+    waiting.length
+      ? h(
+          "section",
+          { "aria-labelledby": "queue-heading", class: "queue" },
+          h("h2", { id: "queue-heading" }, `Waiting (${waiting.length})`),
+          h("ol", { class: "queue-list" }, waiting.map((t) => queueItem(t, now))),
+        )
+      : null,
+    h(
+      "section",
+      { "aria-labelledby": "tasks-heading" },
+      h("h2", { id: "tasks-heading" }, filter.state === "active" ? "Active tasks" : "Tasks"),
+      data.tasks.length ? tasksTable(data.tasks, now) : h("p", { class: "empty" }, emptyText(filter)),
+    ),
+  ];
+}
+
+function emptyText(filter) {
+  const scope = filter.team ? ` in team ${filter.team}` : "";
+  return filter.state === "active"
+    ? `No task is waiting or running${scope}. Submit one, or show all tasks.`
+    : `No tasks${scope} match this filter.`;
+}
+
+function queueItem(task, now) {
+  const q = task.queue;
+  const position = q ? `#${q.position}` : "#?";
+  return h(
+    "li",
+    { class: "queue-item", dataset: { taskId: task.id } },
+    h("span", { class: "queue-pos", "aria-label": q ? `position ${q.position} in the queue` : "position unknown" }, position),
+    h(
+      "div",
+      {},
+      h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, task.name || task.id),
+      h(
+        "span",
+        { class: "muted" },
+        ` · ${task.team} · ${plural(task.gpus, "GPU")} · ${task.priority} · waiting ${formatDuration(secondsSince(task.queued_at || task.submitted_at, now))}`,
+        q && q.team_position ? ` · #${q.team_position} in ${task.team}` : "",
+      ),
+      h("p", { class: "reason", dataset: { reasonCode: q?.reason_code || "" } }, reasonText(task)),
+    ),
+  );
+}
+
+export function reasonText(task) {
+  const q = task.queue;
+  if (q && q.reason) return q.reason;
+  if (task.message) return task.message;
+  return "Waiting for the next scheduling cycle.";
+}
+
+function tasksTable(tasks, now) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "tasks stack" },
+      h("caption", { class: "visually-hidden" }, "Tasks, newest first"),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, "Task"),
+          h("th", { scope: "col" }, "State"),
+          h("th", { scope: "col" }, "Team"),
+          h("th", { scope: "col", class: "num" }, "GPUs"),
+          h("th", { scope: "col" }, "Pool"),
+          h("th", { scope: "col" }, "Priority"),
+          h("th", { scope: "col", class: "num" }, "Age"),
+          h("th", { scope: "col" }, "Note"),
+        ),
+      ),
+      h("tbody", {}, tasks.map((t) => taskRow(t, now))),
+    ),
+  );
+}
+
+function taskRow(task, now) {
+  const cell = (label, attrs, ...content) => h("td", { ...attrs, dataset: { label } }, ...content);
+  return h(
+    "tr",
+    { dataset: { taskId: task.id, state: task.state } },
+    h(
+      "th",
+      { scope: "row" },
+      h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, task.name || task.id),
+      task.name ? h("div", { class: "muted mono small" }, task.id) : null,
+    ),
+    cell("State", {}, stateBadge(task.state)),
+    cell("Team", {}, task.team),
+    cell(
+      "GPUs",
+      { class: "num" },
+      String(task.gpus),
+      task.borrowed_gpus ? h("span", { class: "borrowed-note" }, ` (${task.borrowed_gpus} borrowed)`) : null,
+    ),
+    cell("Pool", {}, task.assigned_pool || task.pool || "any"),
+    cell("Priority", {}, task.priority),
+    cell("Age", { class: "num" }, formatDuration(secondsSince(task.submitted_at, now))),
+    cell("Note", { class: "note" }, noteText(task)),
+  );
+}
+
+function noteText(task) {
+  if (task.state === "pending") {
+    const q = task.queue;
+    return [q ? h("strong", {}, `#${q.position} `) : null, reasonText(task)];
+  }
+  if (task.cancel_requested && isActiveState(task.state)) return "cancelling…";
+  if (task.state === "failed" && task.exit_code !== null && task.exit_code !== undefined) return `exit code ${task.exit_code}`;
+  if (task.restart_count) return `restarted ${plural(task.restart_count, "time")}`;
+  return task.message || "";
+}
+
+const STATE_TEXT = {
+  pending: "waiting",
+  admitted: "admitted",
+  running: "running",
+  preempting: "preempting",
+  succeeded: "succeeded",
+  failed: "failed",
+  cancelled: "cancelled",
+};
+
+export function stateBadge(state) {
+  return h("span", { class: `badge state-${state}` }, STATE_TEXT[state] || state);
+}

@@ -1,0 +1,145 @@
+// Usage and costs: the month's chargeback (DESIGN contract 5) per team, with each team's invoice.
+// Invoices are fetched with the bearer token and handed to the browser as a download, because a plain
+// link cannot carry an Authorization header.
+
+import { ApiError } from "../api.js";
+import { invoiceUrl, loadUsage } from "../data.js";
+import { h } from "../dom.js";
+import { formatHours, formatMoney, monthOf } from "../format.js";
+
+export const title = "Usage and costs";
+export const refreshMs = 30000;
+
+function monthParam(ctx) {
+  const m = ctx.params.get("month") || "";
+  return /^\d{4}-\d{2}$/.test(m) ? m : monthOf(new Date(ctx.api.now()));
+}
+
+export async function load(ctx) {
+  return { month: monthParam(ctx), ...(await loadUsage(ctx.api, monthParam(ctx))) };
+}
+
+export function header(ctx) {
+  const month = monthParam(ctx);
+  const go = (event) => {
+    event.preventDefault();
+    const value = event.target.closest("form").elements.month.value;
+    if (/^\d{4}-\d{2}$/.test(value)) ctx.navigate(`#/usage?month=${value}`);
+  };
+  return [
+    h("h1", {}, "Usage and costs"),
+    h(
+      "form",
+      { class: "filters", onsubmit: go, onchange: go, "aria-label": "Choose the month" },
+      h("label", {}, "Month ", h("input", { type: "month", name: "month", value: month, required: true })),
+      h("button", { type: "submit", class: "secondary" }, "Show"),
+    ),
+  ];
+}
+
+export function render(data, ctx) {
+  if (data.missing) {
+    return [
+      h("p", { class: "empty" }, "This server has no chargeback endpoint yet; run ", h("code", {}, "commons chargeback"), " on the usage export."),
+    ];
+  }
+  const r = data.result;
+  const currency = r.currency || "USD";
+  const teams = Object.entries(r.teams || {}).sort(([a], [b]) => a.localeCompare(b));
+  const status = h("p", { class: "action-status", role: "status", "aria-live": "polite" });
+  const sum = (key) => teams.reduce((acc, [, t]) => acc + (Number(t[key]) || 0), 0);
+  return [
+    h(
+      "dl",
+      { class: "stats wide" },
+      h("div", { class: "stat" }, h("dt", {}, "Cluster cost"), h("dd", { dataset: { stat: "cluster" } }, formatMoney(r.cluster_cost_cents, currency))),
+      h("div", { class: "stat" }, h("dt", {}, "Charged to teams"), h("dd", {}, formatMoney(sum("total_cents"), currency))),
+      h("div", { class: "stat" }, h("dt", {}, "Kept by the platform"), h("dd", {}, formatMoney(r.platform_cents, currency))),
+    ),
+    teams.length
+      ? h(
+          "div",
+          { class: "table-wrap" },
+          h(
+            "table",
+            { class: "costs" },
+            h("caption", {}, `Costs per team for ${data.month} (${currency})`),
+            h(
+              "thead",
+              {},
+              h(
+                "tr",
+                {},
+                ["Team", "GPU-hours", "of which borrowed", "Direct", "Idle share", "Admin share", "Total", "Invoice"].map((c, i) =>
+                  h("th", { scope: "col", class: i > 0 && i < 7 ? "num" : null }, c),
+                ),
+              ),
+            ),
+            h(
+              "tbody",
+              {},
+              teams.map(([name, t]) =>
+                h(
+                  "tr",
+                  { dataset: { team: name } },
+                  h("th", { scope: "row" }, name),
+                  h("td", { class: "num" }, formatHours(t.gpu_hours)),
+                  h("td", { class: "num" }, formatHours(t.borrowed_gpu_hours)),
+                  h("td", { class: "num" }, formatMoney(t.direct_cents, currency)),
+                  h("td", { class: "num" }, formatMoney(t.idle_cents, currency)),
+                  h("td", { class: "num" }, formatMoney(t.admin_cents, currency)),
+                  h("td", { class: "num total" }, formatMoney(t.total_cents, currency)),
+                  h(
+                    "td",
+                    { class: "nowrap" },
+                    invoiceButton(ctx, data.month, name, "html", "HTML", status),
+                    " ",
+                    invoiceButton(ctx, data.month, name, "pdf", "PDF", status),
+                  ),
+                ),
+              ),
+            ),
+          ),
+        )
+      : h("p", { class: "empty" }, "No usage recorded for this month."),
+    status,
+  ];
+}
+
+function invoiceButton(ctx, month, team, format, label, status) {
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "link",
+      "aria-label": `${label} invoice for ${team}, ${month}`,
+      onclick: async () => {
+        status.textContent = `Fetching the ${label} invoice for ${team}…`;
+        try {
+          const url = invoiceUrl(ctx.api.base, month, team, format);
+          const response = await fetch(url, {
+            headers: ctx.api.authHeaders(),
+            credentials: "same-origin",
+          });
+          if (!response.ok) {
+            const body = await response.json().catch(() => null);
+            throw new ApiError(response.status, body?.error?.code || "error", body?.error?.message || `HTTP ${response.status}`);
+          }
+          const blob = await response.blob();
+          const href = URL.createObjectURL(blob);
+          // Downloaded rather than opened: a page made from a blob would run under this page's
+          // Content-Security-Policy, which blocks the invoice's own styles.
+          const a = h("a", { href, download: `invoice-${team}-${month}.${format}` });
+          document.body.appendChild(a);
+          a.click();
+          a.remove();
+          setTimeout(() => URL.revokeObjectURL(href), 60000);
+          status.textContent = `${label} invoice for ${team} downloaded.`;
+        } catch (e) {
+          status.textContent = `Could not fetch the invoice: ${e instanceof ApiError ? e.explanation : e}`;
+        }
+      },
+    },
+    label,
+  );
+}
