@@ -1,0 +1,180 @@
+"""Wire schemas of the REST API (`/api/v1`), shared by the server and the typed client.
+
+Request models forbid unknown fields (a typo is an error, not a silent default); response models
+ignore unknown fields, so an older client can read a newer server. Times are UTC datetimes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+#: A team, pool or priority-class name: what the policy file allows.
+Name = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+#: `on-signal` or `every:<duration>` (`every:30m`, `every:2h`).
+CheckpointText = Annotated[str, StringConstraints(pattern=r"^(on-signal|every:[1-9][0-9]{0,6}[smhd])$")]
+TaskId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+TaskStateName = Literal["pending", "admitted", "running", "preempting", "succeeded", "failed", "cancelled"]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- tasks -------------------------------------------------------------------------------------
+
+
+class TaskSubmit(_Request):
+    """What `commons submit` sends."""
+
+    team: Name
+    gpus: int = Field(0, ge=0, le=100_000)
+    cpu_milli: int = Field(0, ge=0, le=1_000_000_000)
+    memory_mib: int = Field(0, ge=0, le=1_000_000_000)
+    command: list[Annotated[str, StringConstraints(max_length=65_536)]] = Field(
+        ..., min_length=1, max_length=4096
+    )
+    name: Annotated[str, StringConstraints(max_length=200)] = ""
+    #: Priority class name; absent = the policy's default class.
+    priority: Name | None = None
+    #: Pool to run in; absent = the team's pools in the order its quota lists them.
+    pool: Name | None = None
+    checkpoint: CheckpointText | None = None
+
+
+class Task(_Response):
+    id: str
+    seq: int
+    name: str
+    team: str
+    state: TaskStateName
+    priority: str
+    priority_value: int
+    command: list[str]
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    pool: str | None = Field(None, description="Pool the task asked for (None: any of its team's pools)")
+    assigned_pool: str | None = Field(None, description="Pool of the current or last admission")
+    gpu_indices: list[int] = []
+    borrowed_gpus: int = 0
+    checkpoint: str | None = None
+    submitted_at: datetime
+    queued_at: datetime
+    admitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    restart_count: int = 0
+    preemptions: int = 0
+    exit_code: int | None = None
+    cancel_requested: bool = False
+    last_checkpoint_at: datetime | None = None
+    lost_gpu_seconds: float = 0.0
+    message: str = ""
+    submitted_by: str = ""
+
+
+class TaskEvent(_Response):
+    id: int
+    task_id: str
+    at: datetime
+    kind: str
+    from_state: str | None = None
+    to_state: str | None = None
+    message: str = ""
+
+
+class CheckpointReport(_Request):
+    """A task reports that it saved its state (`commons checkpoint`)."""
+
+    path: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    note: Annotated[str, StringConstraints(max_length=1000)] = ""
+
+
+# --- queue and teams ---------------------------------------------------------------------------
+
+
+class QueueEntry(_Response):
+    task_id: str
+    name: str
+    team: str
+    priority: str
+    gpus: int
+    #: 1-based position in the cluster's queue (the order the engine considers tasks).
+    position: int
+    #: 1-based position within its team's queue.
+    team_position: int
+    waiting_seconds: float
+    #: The engine's reason code (`quota_exhausted`, `no_idle_to_borrow`, ...); empty before the first cycle.
+    reason_code: str = ""
+    reason: str = ""
+
+
+class TeamPool(_Response):
+    pool: str
+    nominal_gpus: int
+    borrow_limit_gpus: int | None = None
+    lend_limit_gpus: int | None = None
+    used_gpus: int = 0
+    borrowed_gpus: int = 0
+
+
+class TeamSummary(_Response):
+    name: str
+    cohort: str
+    pools: list[TeamPool]
+    nominal_gpus: int
+    used_gpus: int
+    borrowed_gpus: int
+    pending_tasks: int
+    pending_gpus: int
+    running_tasks: int
+
+
+# --- usage and policy --------------------------------------------------------------------------
+
+
+class UsageInterval(_Response):
+    """One row of contract 4: who held which GPUs when."""
+
+    task_id: str
+    team: str
+    pool: str
+    gpus: int
+    start: datetime
+    end: datetime | None = None
+    priority: str
+    borrowed_gpus: int
+    end_reason: str
+
+
+class PolicyApply(_Request):
+    """A whole policy file (YAML text) to validate and make current."""
+
+    text: Annotated[str, StringConstraints(min_length=1, max_length=2_000_000)]
+    dry_run: bool = False
+
+
+class PolicyInfo(_Response):
+    version: int
+    applied_at: datetime
+    applied_by: str = ""
+    cluster_name: str
+    teams: list[str]
+    pools: list[str]
+    text: str = ""
+
+
+class Health(_Response):
+    status: Literal["ok", "degraded"]
+    version: str
+    scheduler: Literal["running", "stopped"]
+    executor: str
+    last_cycle_at: datetime | None = None
