@@ -122,6 +122,22 @@ class Decisions:
         return not self.admit and not self.preempt
 
 
+class FairShareStrategy(StrEnum):
+    """Kueue's fair-sharing preemption strategies (KEP-1714, `fairsharing/strategy.go`)."""
+
+    #: S2-a: preempt if the preemptor's share with the new task ≤ the target's share without the victim.
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    #: S2-b: preempt if the preemptor's share with the new task < the target's share before preemption.
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+#: Kueue's default: try S2-a, then fall back to S2-b.
+DEFAULT_FAIR_SHARE_STRATEGIES = (
+    FairShareStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    FairShareStrategy.LESS_THAN_INITIAL_SHARE,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """Switches for our extensions; `kueue()` turns them all off so the engine behaves as Kueue."""
@@ -139,6 +155,8 @@ class EngineConfig:
     static: bool = False
     #: Admission holds dollar budgets (`hard` budgets); the caller supplies what each team has spent.
     enforce_budgets: bool = True
+    #: Fair-share mode: the preemption strategies, tried in order (Kueue's default pair).
+    fair_share_strategies: tuple[FairShareStrategy, ...] = DEFAULT_FAIR_SHARE_STRATEGIES
 
     @classmethod
     def commons(cls) -> EngineConfig:

@@ -1,0 +1,25 @@
+"""Applying a cycle's decisions to the state, the way both callers must.
+
+The live server applies decisions one by one as its executor acts (admission = launch; preemption =
+signal, then requeue once the task has stopped); the simulator and tests can use this helper for
+the part that happens at decision time. Passing the preemptor along with each victim is what keeps
+the preemptor's claim on the freed GPUs (DESIGN trap 1).
+"""
+
+from __future__ import annotations
+
+from gpucommons.engine.state import ClusterState
+from gpucommons.engine.types import Decisions
+
+
+def apply_decisions(state: ClusterState, decisions: Decisions, now: float) -> None:
+    """Admit what was admitted and mark victims as preempting (they still hold their GPUs).
+
+    The caller requeues each victim (`state.requeue(victim, later)`) when it has actually stopped,
+    after its grace period — at a later event than this one, even with a zero grace period
+    (DESIGN trap 3).
+    """
+    for p in decisions.preempt:
+        state.mark_preempting(p.victim_id, p.preemptor_id)
+    for a in decisions.admit:
+        state.admit(a.task_id, a.admission, now)

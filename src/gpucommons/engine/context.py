@@ -1,0 +1,118 @@
+"""What one cycle knows besides the state: the clock, the switches, the what-if log, lookups."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from gpucommons.domain.model import Pool, PriorityClass, Team
+from gpucommons.domain.resources import Resources
+from gpucommons.engine.state import ClusterState
+from gpucommons.engine.types import EngineConfig, NodeSlice, RunningTask
+from gpucommons.engine.whatif import WhatIf
+
+#: Min runtime for a task whose class is unknown to the policy (DESIGN: default 5 minutes).
+DEFAULT_MIN_RUNTIME_S = 300
+
+
+class Cycle:
+    """One scheduling cycle over a state. Everything it changes goes through `whatif`."""
+
+    def __init__(self, state: ClusterState, now: float, config: EngineConfig) -> None:
+        self.state = state
+        self.now = now
+        self.config = config
+        self.policy = state.policy
+        self.quota = state.quota
+        self.whatif = WhatIf(state)
+        #: The `static` engine: every team on its own, confined to its nominal quota.
+        self.isolated = config.static
+        self.checkpoint_aware = config.checkpoint_aware and self.policy.scheduling.checkpoint_aware
+        #: Victims chosen in this cycle, and tasks admitted in it: neither is a candidate again.
+        self.taken: set[str] = set()
+        self._teams: dict[str, Team] = {t.name: t for t in self.policy.teams}
+        self._pools: dict[str, Pool] = {p.name: p for p in self.policy.pools}
+        self._root_teams: dict[str, list[str]] = {}
+        for team in self.policy.teams:
+            root = self.quota.root(team.name)
+            if root is not None:
+                self._root_teams.setdefault(root, []).append(team.name)
+        self._team_index = {t.name: i for i, t in enumerate(self.policy.teams)}
+
+    # --- lookups ---------------------------------------------------------------------------------
+
+    def team(self, name: str) -> Team:
+        return self._teams[name]
+
+    def team_index(self, name: str) -> int:
+        return self._team_index[name]
+
+    def pool(self, name: str) -> Pool | None:
+        return self._pools.get(name)
+
+    def gpu_type(self, pool: str) -> str:
+        p = self._pools.get(pool)
+        return p.gpu_type if p is not None else pool
+
+    def root(self, team: str) -> str | None:
+        return None if self.isolated else self.quota.root(team)
+
+    def cohort_members(self, team: str) -> list[str]:
+        """Teams that share the team's root cohort (itself included); just itself when isolated."""
+        root = self.root(team)
+        return self._root_teams.get(root, [team]) if root is not None else [team]
+
+    def priority_class(self, name: str) -> PriorityClass | None:
+        return self.state.priority_class(name)
+
+    def min_runtime_s(self, rt: RunningTask) -> int:
+        cls = self.priority_class(rt.task.priority_class)
+        return cls.min_runtime_s if cls is not None else DEFAULT_MIN_RUNTIME_S
+
+    def weight_milli(self, team: str) -> int:
+        return int(self._teams[team].fair_share_weight * Decimal(1000))
+
+    def pools_for(self, team: str, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """(pools to try in order, requested pools the team cannot use)."""
+        team_pools = self.quota.team_pools.get(team, ())
+        if not requested:
+            return list(team_pools), []
+        usable = [p for p in requested if p in team_pools]
+        return usable, [p for p in requested if p not in team_pools]
+
+    # --- fit -------------------------------------------------------------------------------------
+
+    def fits(
+        self, team: str, pool: str, req: Resources, allow_borrowing: bool = True
+    ) -> tuple[NodeSlice, ...] | None:
+        """Where the request would go now (GPUs, or () without node placement); None if it does not fit."""
+        q = self.quota.quota(team, pool)
+        if q is None:
+            return None
+        if not req.fits_in(self.quota.available(team, pool, self.isolated)):
+            return None
+        if not allow_borrowing and not (self.quota.usage[(team, pool)] + req).fits_in(q.nominal):
+            return None
+        if self.config.node_placement:
+            return self.state.nodes.find(team, pool, req.gpus)
+        return ()
+
+    def within_nominal(self, team: str, pool: str, req: Resources) -> bool:
+        q = self.quota.quota(team, pool)
+        return q is not None and (self.quota.usage[(team, pool)] + req).fits_in(q.nominal)
+
+    def borrowed_after(self, team: str, pool: str, req: Resources) -> Resources:
+        q = self.quota.quota(team, pool)
+        if q is None:
+            return req
+        return (self.quota.usage[(team, pool)] + req - q.nominal).clamp_nonnegative().min(req)
+
+    # --- what-if ---------------------------------------------------------------------------------
+
+    def hold(self, team: str, pool: str, req: Resources, placement: tuple[NodeSlice, ...]) -> None:
+        self.whatif.hold(team, pool, req, placement)
+
+    def release(self, rt: RunningTask) -> None:
+        self.whatif.release(rt.task.team, rt.admission.pool, rt.task.resources, rt.admission.placement)
+
+    def restore(self, rt: RunningTask) -> None:
+        self.whatif.hold(rt.task.team, rt.admission.pool, rt.task.resources, rt.admission.placement)

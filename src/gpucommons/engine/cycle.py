@@ -1,0 +1,403 @@
+"""One scheduling cycle: `decide(state, now, config) -> Decisions`. Pure: the state is unchanged.
+
+The pipeline (Kueue `scheduler.go`, `schedule()`):
+
+1. **Heads.** Each team's head: first the tasks that preempted others and still wait for them
+   (they keep their place — DESIGN trap 2), then its queue in `queue_key` order.
+2. **Order.** Heads across teams: waiting preemptors first, then (classic) tasks that fit without
+   borrowing, higher priority, older; (fair share) lower dominant share after admission first.
+3. **Admit or preempt**, one head at a time, on a what-if snapshot that already holds every
+   admission and reservation made earlier in the cycle:
+   - fits in a pool (the team's pools in order) → admit;
+   - else victims that let it fit → preempt them and *reserve* its request: its usage is held and
+     the GPUs its victims free are its own for the rest of this cycle and in every later cycle
+     until it is admitted (DESIGN trap 1). One preemption plan per cohort and pool per cycle, as in
+     Kueue, because a plan counts victims that are still running;
+   - else it waits, with a reason.
+4. **Next.** With `multi_admit` a team's next task becomes a head in the same cycle after an
+   admission; Kueue admits one head per team per cycle, so with it off the caller calls
+   `decide()` again at the same `now` until it returns no admissions or preemptions. With
+   best-effort FIFO a head that cannot go is set aside and the next task is tried (strict FIFO:
+   the team waits behind it); tasks that ask for at least what a failed task asked for are set
+   aside without evaluation, so a cycle examines heads, not the whole queue, when nothing fits.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from gpucommons.domain.model import BudgetEnforcement, QueueingStrategy, SchedulingMode
+from gpucommons.domain.money import to_cents
+from gpucommons.domain.resources import ZERO, Resources
+from gpucommons.engine.context import Cycle
+from gpucommons.engine.fairshare import dominant_share
+from gpucommons.engine.preemption import Target, get_targets
+from gpucommons.engine.reasons import (
+    admitted_message,
+    budget_reason,
+    never_fits_limit,
+    pending_reason,
+    preempt_message,
+    waiting_message,
+)
+from gpucommons.engine.state import ClusterState
+from gpucommons.engine.types import (
+    Admission,
+    Admit,
+    Decisions,
+    EngineConfig,
+    NodeSlice,
+    Pending,
+    PendingCode,
+    Preempt,
+    RunningTask,
+    TaskRequest,
+)
+
+EntryKey = tuple[int, float, int, float, int]
+
+
+def decide(state: ClusterState, now: float, config: EngineConfig) -> Decisions:
+    """One admission cycle over `state` at time `now`. Never mutates `state`."""
+    cy = Cycle(state, now, config)
+    try:
+        return _Scheduler(cy).run()
+    finally:
+        cy.whatif.rollback(0)
+
+
+@dataclass(slots=True)
+class _Failure:
+    task_id: str
+    pools: tuple[str, ...]
+    request: Resources
+    pending: Pending
+
+    def inherited(self) -> Pending:
+        """The reason for a task that asks at least as much and so waits for the same cause."""
+        return Pending(
+            self.pending.code, f"waits like {self.task_id}, which asks no more: {self.pending.message}"
+        )
+
+
+@dataclass(slots=True)
+class _TeamCursor:
+    team: str
+    waiting: list[str] = field(default_factory=list)
+    index: int = 0
+    done: bool = False
+    failures: list[_Failure] = field(default_factory=list)
+
+
+class _Scheduler:
+    def __init__(self, cy: Cycle) -> None:
+        self.cy = cy
+        self.state = cy.state
+        sched = cy.policy.scheduling
+        self.fair = sched.mode is SchedulingMode.FAIR_SHARE
+        self.strict = sched.queueing is QueueingStrategy.STRICT_FIFO
+        self.admits: list[Admit] = []
+        self.preempts: list[Preempt] = []
+        self.pending: dict[str, Pending] = {}
+        self.heap: list[tuple[EntryKey, int, str, str]] = []
+        self.cursors: dict[str, _TeamCursor] = {}
+        self.waiting = cy.state.waiting_preemptors()
+        #: (root cohort or team, pool) pairs that already have a preemption plan this cycle.
+        self.skip_preemption: set[tuple[str, str]] = set()
+        self._tick = 0
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        waiting_by_team: dict[str, list[TaskRequest]] = {}
+        for task_id in self.waiting:
+            task = self.state.pending(task_id)
+            if task is not None:
+                waiting_by_team.setdefault(task.team, []).append(task)
+        for team in self.cy.policy.team_names:
+            if self.state.queue_length(team) == 0:
+                continue
+            cursor = _TeamCursor(team)
+            cursor.waiting = [t.id for t in sorted(waiting_by_team.get(team, []), key=_qk)]
+            self.cursors[team] = cursor
+            self._push_next(cursor)
+        while self.heap:
+            key, _, team, task_id = heapq.heappop(self.heap)
+            task = self.state.pending(task_id)
+            if task is None:
+                continue
+            is_waiting = task_id in self.waiting
+            if self.cy.config.multi_admit:
+                # Keys go stale as the cycle admits: re-rank lazily (each head moves at most a few times).
+                fresh = self._key(task, is_waiting)
+                if fresh > key and self.heap and fresh > self.heap[0][0]:
+                    self._push(fresh, task)
+                    continue
+            self._process(self.cursors[team], task, is_waiting)
+        return Decisions(tuple(self.admits), tuple(self.preempts), self.pending)
+
+    def _push(self, key: EntryKey, task: TaskRequest) -> None:
+        self._tick += 1
+        heapq.heappush(self.heap, (key, self._tick, task.team, task.id))
+
+    def _push_next(self, cursor: _TeamCursor) -> None:
+        """Make the team's next task to consider a head."""
+        if cursor.done:
+            return
+        if cursor.waiting:
+            task = self.state.pending(cursor.waiting.pop(0))
+            if task is not None:
+                self._push(self._key(task, True), task)
+                return
+        team = cursor.team
+        budget_blocked = self._budget_blocked(team)
+        while True:
+            task = self.state.queue_entry(team, cursor.index)
+            cursor.index += 1
+            if task is None:
+                cursor.done = True
+                return
+            if task.id in self.waiting or task.id in self.cy.taken:
+                continue
+            if budget_blocked is not None and not self._budget_exempt(task):
+                self.pending[task.id] = budget_blocked
+                if self.state.exempt_pending(team) == 0 or self.strict:
+                    cursor.done = True
+                    return
+                continue
+            failure = self._matching_failure(cursor, task)
+            if failure is not None:
+                self.pending[task.id] = failure.inherited()
+                if self._rest_cannot_go(cursor, failure):
+                    cursor.done = True
+                    return
+                continue
+            self._push(self._key(task, False), task)
+            return
+
+    # --- ordering --------------------------------------------------------------------------------
+
+    def _key(self, task: TaskRequest, is_waiting: bool) -> EntryKey:
+        """Waiting preemptors first; then not borrowing (classic) or lower share (fair); then
+        higher priority; then older."""
+        cy = self.cy
+        pools, _ = cy.pools_for(task.team, task.pools)
+        req = task.resources
+        if is_waiting:
+            pool = self.waiting.get(task.id, pools[0] if pools else "")
+            own = ZERO
+            for vid in self.state.victims_of(task.id):
+                rt = self.state.running(vid)
+                if rt is not None and rt.task.team == task.team and rt.admission.pool == pool:
+                    own = own + rt.task.resources
+            pools = [pool]
+            req = req - own
+        tier = 0 if is_waiting else 1
+        if self.fair:
+            fitting = [p for p in pools if req.fits_in(cy.quota.available(task.team, p, cy.isolated))]
+            pool = fitting[0] if fitting else (pools[0] if pools else "")
+            share = float(dominant_share(cy, task.team, pool, req, decayed=True)) if pool else 0.0
+            return (tier, share, -task.priority, task.queued_at, task.seq)
+        borrows = not any(cy.within_nominal(task.team, p, req) for p in pools)
+        return (tier, float(borrows), -task.priority, task.queued_at, task.seq)
+
+    # --- one head --------------------------------------------------------------------------------
+
+    def _process(self, cursor: _TeamCursor, task: TaskRequest, is_waiting: bool) -> None:
+        cy = self.cy
+        pools, unusable = cy.pools_for(task.team, task.pools)
+        if not pools:
+            names = ", ".join(unusable) or "any pool"
+            self._fail(
+                cursor, task, Pending(PendingCode.UNKNOWN_POOL, f"team {task.team} has no quota in {names}")
+            )
+            return
+        if is_waiting and self._resume_waiting(task):
+            self._after_preemption(cursor)
+            return
+        for pool in pools:
+            placement = cy.fits(task.team, pool, task.resources)
+            if placement is not None:
+                self._admit(task, pool, placement)
+                if cy.config.multi_admit:
+                    self._push_next(cursor)
+                else:
+                    cursor.done = True
+                return
+        deferred: str | None = None
+        for pool in self._preemption_pools(task, pools):
+            scope = (cy.root(task.team) or "team:" + task.team, pool)
+            if scope in self.skip_preemption:
+                deferred = scope[0]
+                continue
+            targets = get_targets(cy, task, pool, self.fair)
+            if targets:
+                self._reserve(task, pool, [], targets)
+                self._after_preemption(cursor)
+                return
+        reason = pending_reason(cy, task, pools[0])
+        if deferred is not None and reason.code is not PendingCode.NEVER_FITS:
+            reason = Pending(
+                reason.code,
+                reason.message + f"; preemption waits for the next cycle (cohort {deferred} has one pending)",
+            )
+        self._fail(cursor, task, reason)
+
+    def _preemption_pools(self, task: TaskRequest, pools: list[str]) -> list[str]:
+        """Pools where preemption could make room. Kueue tries only the first such pool."""
+        out = [p for p in pools if never_fits_limit(self.cy, task, p) is None]
+        return out if self.cy.config.multi_admit else out[:1]
+
+    def _after_preemption(self, cursor: _TeamCursor) -> None:
+        """The team's head waits for its victims: others of the team may still use what is left
+        (best effort, several admissions per cycle); with strict FIFO or Kueue's one head per team,
+        the team is done for this cycle."""
+        if (self.cy.config.multi_admit and not self.strict) or cursor.waiting:
+            self._push_next(cursor)
+        else:
+            cursor.done = True
+
+    def _fail(self, cursor: _TeamCursor, task: TaskRequest, reason: Pending) -> None:
+        self.pending[task.id] = reason
+        if self.strict:
+            nxt = self.state.queue_entry(task.team, cursor.index)
+            if nxt is not None and nxt.id not in self.pending:
+                self.pending[nxt.id] = Pending(
+                    PendingCode.BEHIND_HEAD,
+                    f"strict FIFO: waits behind {task.id}, the head of team {task.team}'s queue",
+                )
+            if cursor.waiting:
+                self._push_next(cursor)
+            else:
+                cursor.done = True
+            return
+        cursor.failures.append(_Failure(task.id, task.pools, task.resources, reason))
+        if len(cursor.failures) > 8:
+            cursor.failures.pop(0)
+        if not self._rest_cannot_go(cursor, cursor.failures[-1]):
+            self._push_next(cursor)
+        else:
+            cursor.done = True
+
+    def _matching_failure(self, cursor: _TeamCursor, task: TaskRequest) -> _Failure | None:
+        """A task asking at least what a failed task of the same team asked, in the same pools,
+        fails the same way: it has no higher priority (queue order), so no more victims."""
+        for f in cursor.failures:
+            if f.pools == task.pools and f.request.fits_in(task.resources):
+                return f
+        return None
+
+    def _rest_cannot_go(self, cursor: _TeamCursor, failure: _Failure) -> bool:
+        """True if every remaining task of the team asks at least what `failure` asked."""
+        r = failure.request
+        return (
+            not failure.pools
+            and r.cpu_milli == 0
+            and r.memory_mib == 0
+            and r.gpus <= self.state.min_pending_gpus(cursor.team)
+            and self.state.explicit_pool_pending(cursor.team) == 0
+            and not cursor.waiting
+        )
+
+    # --- budgets ---------------------------------------------------------------------------------
+
+    def _budget_blocked(self, team: str) -> Pending | None:
+        if not self.cy.config.enforce_budgets:
+            return None
+        budget = self.cy.team(team).budget
+        if budget is None or budget.enforce is not BudgetEnforcement.HARD:
+            return None
+        limit = to_cents(budget.monthly)
+        spent = self.state.team_spend(team)
+        if spent < limit:
+            return None
+        return budget_reason(self.cy, team, spent, limit)
+
+    def _budget_exempt(self, task: TaskRequest) -> bool:
+        cls = self.cy.priority_class(task.priority_class)
+        return cls is not None and cls.budget_exempt
+
+    # --- outcomes --------------------------------------------------------------------------------
+
+    def _admit(self, task: TaskRequest, pool: str, placement: tuple[NodeSlice, ...]) -> None:
+        cy = self.cy
+        borrowed = cy.borrowed_after(task.team, pool, task.resources)
+        admission = Admission(pool=pool, placement=placement, borrowed=borrowed)
+        cy.hold(task.team, pool, task.resources, placement)
+        cy.taken.add(task.id)
+        self.admits.append(Admit(task.id, admission, admitted_message(cy, admission, task.resources)))
+
+    def _resume_waiting(self, task: TaskRequest) -> bool:
+        """A preemptor from an earlier cycle: admit it if room is there, else keep its claim on
+        what its victims will free (and take more victims only if they no longer suffice)."""
+        cy = self.cy
+        pool = self.waiting[task.id]
+        own = [
+            rt for v in sorted(self.state.victims_of(task.id)) if (rt := self.state.running(v)) is not None
+        ]
+        placement = cy.fits(task.team, pool, task.resources)
+        if placement is not None:
+            self._admit(task, pool, placement)
+            return True
+        if not own:
+            return False  # its victims are gone yet it does not fit: an ordinary head again
+        mark = cy.whatif.mark()
+        for rt in own:
+            cy.release(rt)
+        enough = cy.fits(task.team, pool, task.resources) is not None
+        targets: list[Target] | None = None
+        scope = (cy.root(task.team) or "team:" + task.team, pool)
+        if not enough and scope not in self.skip_preemption:
+            targets = get_targets(cy, task, pool, self.fair)
+        cy.whatif.rollback(mark)
+        if enough or targets:
+            self._reserve(task, pool, own, targets or [])
+            return True
+        return False
+
+    def _reserve(
+        self, task: TaskRequest, pool: str, leaving: list[RunningTask], targets: list[Target]
+    ) -> None:
+        """Issue the preemptions and hold the preemptor's request in the snapshot.
+
+        Victims keep their usage and GPUs (they still run); the preemptor's usage is added and any
+        further free GPUs it will need are held for it, so nobody else in this cycle takes them.
+        """
+        cy = self.cy
+        victims = leaving + [t.victim for t in targets]
+        mark = cy.whatif.mark()
+        for rt in victims:
+            cy.release(rt)
+        placement = cy.fits(task.team, pool, task.resources)
+        cy.whatif.rollback(mark)
+        held: set[int] = set()
+        for rt in victims:
+            for s in rt.admission.placement:
+                held.update(s.gpu_indices)
+        extra = tuple(
+            NodeSlice(s.node, tuple(g for g in s.gpu_indices if g not in held))
+            for s in placement or ()
+            if any(g not in held for g in s.gpu_indices)
+        )
+        cy.hold(task.team, pool, task.resources, extra)
+        for t in targets:
+            cy.taken.add(t.victim.task.id)
+            if not t.leaving:
+                self.preempts.append(
+                    Preempt(
+                        victim_id=t.victim.task.id,
+                        preemptor_id=task.id,
+                        reason=t.reason,
+                        message=preempt_message(cy, t.victim, task, t.reason),
+                    )
+                )
+        cy.taken.add(task.id)
+        self.skip_preemption.add((cy.root(task.team) or "team:" + task.team, pool))
+        self.pending[task.id] = Pending(
+            PendingCode.WAITING_FOR_PREEMPTION, waiting_message([rt.task.id for rt in victims])
+        )
+
+
+def _qk(task: TaskRequest) -> tuple[int, float, int]:
+    return (-task.priority, task.queued_at, task.seq)

@@ -1,0 +1,325 @@
+"""Choosing victims: Kueue's classic and fair-sharing preemption, plus our protections.
+
+Follows `pkg/scheduler/preemption/preemption.go` (`getTargets`, `findCandidates`,
+`candidatesOrdering`, `minimalPreemptions`, `fillBackWorkloads`, `fairPreemptions`). Choosing is
+pure: removals are what-ifs on the cycle's undo log, rolled back before returning. Issuing the
+preemptions is the caller's job.
+
+Our extensions, each behind an `EngineConfig` switch:
+- checkpoint-aware order: among candidates of equal priority the least unsaved GPU-seconds go
+  first (instead of the most recently admitted);
+- min-runtime protection: a task admitted on borrowed capacity is not taken by borrow-within-cohort
+  or fair-share preemption before its class's `min_runtime`, and a task preempted before is not
+  preempted again (for any reason) until it has run its `min_runtime` since its readmission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpucommons.domain.model import (
+    BorrowWithinCohortPolicy,
+    ReclaimPolicy,
+    WithinTeamPolicy,
+)
+from gpucommons.domain.resources import Resources
+from gpucommons.engine.context import Cycle
+from gpucommons.engine.fairshare import dominant_share, strategy_allows
+from gpucommons.engine.types import PreemptReason, RunningTask, TaskRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    victim: RunningTask
+    reason: PreemptReason
+    #: Already being preempted (no new preemption is issued; it is leaving anyway).
+    leaving: bool = False
+
+
+@dataclass(slots=True)
+class Preemptor:
+    """The task looking for room, and where."""
+
+    task: TaskRequest
+    pool: str
+    #: Resource components that need room (1 where the request does not fit).
+    needs: Resources
+
+
+def needed_components(cy: Cycle, task: TaskRequest, pool: str) -> Resources:
+    """Components where the request exceeds what is available; all requested ones if none do
+    (then only node placement is short)."""
+    avail = cy.quota.available(task.team, pool, cy.isolated)
+    req = task.resources
+    short = Resources(
+        int(req.gpus > avail.gpus),
+        int(req.cpu_milli > avail.cpu_milli),
+        int(req.memory_mib > avail.memory_mib),
+    )
+    if short.any_positive():
+        return short
+    return Resources(int(req.gpus > 0), int(req.cpu_milli > 0), int(req.memory_mib > 0))
+
+
+def _uses(rt: RunningTask, needs: Resources) -> bool:
+    r = rt.task.resources
+    return (
+        (needs.gpus > 0 and r.gpus > 0)
+        or (needs.cpu_milli > 0 and r.cpu_milli > 0)
+        or (needs.memory_mib > 0 and r.memory_mib > 0)
+    )
+
+
+def _protected_from_repeat(cy: Cycle, rt: RunningTask) -> bool:
+    """No task is preempted twice without progress: after a preemption it runs min_runtime first."""
+    return (
+        cy.config.min_runtime_protection
+        and cy.state.preemption_count(rt.task.id) > 0
+        and cy.now - rt.admitted_at < cy.min_runtime_s(rt)
+    )
+
+
+def protected_borrowed(cy: Cycle, rt: RunningTask) -> bool:
+    """Borrowed capacity runs its class's min_runtime before borrow-within-cohort/fair share take it."""
+    return (
+        cy.config.min_runtime_protection
+        and rt.admission.borrowed.any_positive()
+        and cy.now - rt.admitted_at < cy.min_runtime_s(rt)
+    )
+
+
+def _eligible(cy: Cycle, rt: RunningTask, p: Preemptor) -> bool:
+    if rt.admission.pool != p.pool or not rt.task.preemptible or rt.task.id in cy.taken:
+        return False
+    if rt.preempting and cy.state.preemptor_of(rt.task.id) is not None:
+        return False  # reserved for the preemptor that evicted it
+    if not _uses(rt, p.needs):
+        return False
+    return not _protected_from_repeat(cy, rt)
+
+
+def find_candidates(cy: Cycle, p: Preemptor) -> list[RunningTask]:
+    """Kueue `findCandidates`: own team's per `within_team`, borrowing teams' per `reclaim`."""
+    task = p.task
+    rules = cy.team(task.team).preemption
+    out: list[RunningTask] = []
+    if rules.within_team is not WithinTeamPolicy.NEVER:
+        newer_equal = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        for rt in cy.state.iter_running(task.team):
+            if not _eligible(cy, rt, p):
+                continue
+            cp = rt.task.priority
+            if cp > task.priority:
+                continue
+            if cp == task.priority and not (
+                newer_equal and (task.queued_at, task.seq) < (rt.task.queued_at, rt.task.seq)
+            ):
+                continue
+            out.append(rt)
+    if cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
+        only_lower = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
+        for other in cy.cohort_members(task.team):
+            if other == task.team or not cy.quota.is_borrowing(other, p.pool, p.needs):
+                continue
+            for rt in cy.state.iter_running(other):
+                if only_lower and rt.task.priority >= task.priority:
+                    continue
+                if _eligible(cy, rt, p):
+                    out.append(rt)
+    return out
+
+
+def order_candidates(cy: Cycle, team: str, candidates: list[RunningTask]) -> list[RunningTask]:
+    """Kueue `candidatesOrdering`: already-leaving first, other teams before own, lower priority
+    first, then most recently admitted first (checkpoint-aware: least unsaved work first)."""
+    ckpt = cy.checkpoint_aware
+
+    def key(rt: RunningTask) -> tuple[int, int, int, float, float, int]:
+        return (
+            0 if rt.preempting else 1,
+            1 if rt.task.team == team else 0,
+            rt.task.priority,
+            rt.unsaved_gpu_s if ckpt else 0.0,
+            -rt.admitted_at,
+            -rt.task.seq,
+        )
+
+    return sorted(candidates, key=key)
+
+
+def _borrow_threshold(cy: Cycle, task: TaskRequest) -> int | None:
+    """Kueue `canBorrowWithinCohort`: None when not allowed; else victims must be below this."""
+    rules = cy.team(task.team).preemption
+    if rules.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER:
+        return None
+    threshold = task.priority
+    max_prio = getattr(rules, "max_priority_threshold", None)
+    if isinstance(max_prio, int) and max_prio < threshold:
+        threshold = max_prio + 1
+    return threshold
+
+
+def _under_nominal(cy: Cycle, p: Preemptor) -> bool:
+    """Kueue `queueUnderNominalInResourcesNeedingPreemption` (usage before the new task)."""
+    q = cy.quota.quota(p.task.team, p.pool)
+    if q is None:
+        return False
+    u = cy.quota.usage[(p.task.team, p.pool)]
+    n = p.needs
+    return not (
+        (n.gpus and u.gpus >= q.nominal.gpus)
+        or (n.cpu_milli and u.cpu_milli >= q.nominal.cpu_milli)
+        or (n.memory_mib and u.memory_mib >= q.nominal.memory_mib)
+    )
+
+
+def _fits(cy: Cycle, p: Preemptor, allow_borrowing: bool) -> bool:
+    return cy.fits(p.task.team, p.pool, p.task.resources, allow_borrowing) is not None
+
+
+def _fill_back(cy: Cycle, p: Preemptor, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+    """Give back, in reverse order, every victim that turns out not to be needed."""
+    for i in range(len(targets) - 2, -1, -1):
+        cy.restore(targets[i].victim)
+        if _fits(cy, p, allow_borrowing):
+            del targets[i]
+        else:
+            cy.release(targets[i].victim)
+    return targets
+
+
+def _minimal(
+    cy: Cycle, p: Preemptor, candidates: list[RunningTask], allow_borrowing: bool, threshold: int | None
+) -> list[Target] | None:
+    """Kueue `minimalPreemptions`: remove candidates in order until the task fits, then fill back."""
+    mark = cy.whatif.mark()
+    team = p.task.team
+    targets: list[Target] = []
+    fits = False
+    for rt in candidates:
+        reason = PreemptReason.WITHIN_TEAM
+        if rt.task.team != team:
+            reason = PreemptReason.RECLAIM
+            if not cy.quota.is_borrowing(rt.task.team, p.pool, p.needs):
+                continue
+            if threshold is not None and rt.task.priority >= threshold:
+                allow_borrowing = False
+            elif threshold is not None:
+                reason = PreemptReason.BORROW_WITHIN_COHORT
+                if protected_borrowed(cy, rt):
+                    continue
+        cy.release(rt)
+        targets.append(Target(rt, reason, rt.preempting))
+        if _fits(cy, p, allow_borrowing):
+            fits = True
+            break
+    if fits:
+        targets = _fill_back(cy, p, targets, allow_borrowing)
+    cy.whatif.rollback(mark)
+    return targets if fits else None
+
+
+def _fair(
+    cy: Cycle, p: Preemptor, candidates: list[RunningTask], threshold: int | None
+) -> list[Target] | None:
+    """Kueue `fairPreemptions`: take from the teams with the highest share first, per strategy."""
+    strategies = cy.config.fair_share_strategies
+    if not candidates or not strategies:
+        return None
+    mark = cy.whatif.mark()
+    team = p.task.team
+    req = p.task.resources
+    groups: dict[str, list[RunningTask]] = {}
+    for rt in candidates:
+        groups.setdefault(rt.task.team, []).append(rt)
+    shares = {t: dominant_share(cy, t) for t in groups}
+    active = set(groups)
+    new_share = dominant_share(cy, team, p.pool, req)
+    targets: list[Target] = []
+    retry: list[RunningTask] = []
+    fits = False
+
+    def pop_highest(pool_of: set[str], share_of: dict[str, int]) -> str:
+        best = max(pool_of, key=lambda t: (share_of[t], -cy.team_index(t)))
+        pool_of.discard(best)
+        return best
+
+    while active and not fits:
+        t = pop_highest(active, shares)
+        ws = groups[t]
+        if t == team:
+            rt = ws[0]
+            cy.release(rt)
+            targets.append(Target(rt, PreemptReason.WITHIN_TEAM, rt.preempting))
+            if _fits(cy, p, True):
+                fits = True
+                break
+            new_share = dominant_share(cy, team, p.pool, req)
+            groups[t] = ws[1:]
+            if groups[t]:
+                active.add(t)
+            continue
+        for i, rt in enumerate(ws):
+            below = threshold is not None and rt.task.priority < threshold
+            cand_new = dominant_share(cy, t, p.pool, Resources() - rt.task.resources)
+            allowed = below or strategy_allows(strategies[0], new_share, shares[t], cand_new)
+            if allowed and not protected_borrowed(cy, rt):
+                cy.release(rt)
+                reason = PreemptReason.BORROW_WITHIN_COHORT if below else PreemptReason.FAIR_SHARE
+                targets.append(Target(rt, reason, rt.preempting))
+                if _fits(cy, p, True):
+                    fits = True
+                    break
+                groups[t] = ws[i + 1 :]
+                if groups[t] and cy.quota.is_borrowing(t, p.pool, p.needs):
+                    shares[t] = cand_new
+                    active.add(t)
+                break
+            retry.append(rt)
+    if not fits and len(strategies) > 1:
+        groups2: dict[str, list[RunningTask]] = {}
+        for rt in retry:
+            groups2.setdefault(rt.task.team, []).append(rt)
+        shares2 = {t: dominant_share(cy, t) for t in groups2}
+        active2 = set(groups2)
+        while active2 and not fits:
+            t = pop_highest(active2, shares2)
+            if not cy.quota.is_borrowing(t, p.pool, p.needs):
+                continue
+            if strategy_allows(strategies[1], new_share, shares2[t], 0):
+                rt = groups2[t][0]
+                if protected_borrowed(cy, rt):
+                    continue
+                cy.release(rt)
+                targets.append(Target(rt, PreemptReason.FAIR_SHARE, rt.preempting))
+                fits = _fits(cy, p, True)
+    if fits:
+        targets = _fill_back(cy, p, targets, True)
+    cy.whatif.rollback(mark)
+    return targets if fits else None
+
+
+def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> list[Target] | None:
+    """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None."""
+    p = Preemptor(task, pool, needed_components(cy, task, pool))
+    candidates = order_candidates(cy, task.team, find_candidates(cy, p))
+    if not candidates:
+        return None
+    same_team = [rt for rt in candidates if rt.task.team == task.team]
+    if len(same_team) == len(candidates):
+        # Only own tasks: preempt them, borrowing if need be.
+        return _minimal(cy, p, candidates, True, None)
+    threshold = _borrow_threshold(cy, task)
+    if fair_share:
+        return _fair(cy, p, candidates, threshold)
+    if threshold is not None:
+        if not _under_nominal(cy, p):
+            candidates = [
+                rt for rt in candidates if rt.task.team == task.team or rt.task.priority < threshold
+            ]
+        return _minimal(cy, p, candidates, True, threshold)
+    if _under_nominal(cy, p):
+        targets = _minimal(cy, p, candidates, False, None)
+        if targets:
+            return targets
+    return _minimal(cy, p, same_team, True, None)
