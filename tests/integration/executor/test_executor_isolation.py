@@ -1,0 +1,120 @@
+"""Team isolation with real accounts and real processes: team A cannot read team B's workspace.
+
+Runs only as root (CI does). Accounts get a unique prefix per run and are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpucommons.backends.local import LocalExecutor
+from gpucommons.backends.local.accounts import IsolationMode, TeamAccounts
+from gpucommons.backends.ports import ExitStatus, Handle, Launch
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="team accounts need root and useradd"
+)
+
+
+@pytest.fixture
+def accounts() -> Iterator[TeamAccounts]:
+    # Not under pytest's tmp_path: its parent is 0700, which team accounts could not cross.
+    home = Path(tempfile.mkdtemp(prefix="commons-iso-", dir="/tmp"))
+    teams = TeamAccounts(home, prefix=f"ct{secrets.token_hex(3)}-", mode=IsolationMode.ACCOUNTS)
+    try:
+        yield teams
+    finally:
+        for team in ("alpha", "beta"):
+            teams.remove_account(team)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run(
+    executor: LocalExecutor, teams: TeamAccounts, team: str, task_id: str, script: str
+) -> tuple[Handle, Path]:
+    place = teams.prepare_task(team, task_id)
+    log = teams.home / "logs" / f"{task_id}.log"
+    launch = Launch(
+        task_id=task_id,
+        team=team,
+        command=("/bin/sh", "-c", script),
+        env={"COMMONS_CHECKPOINT_DIR": str(place.checkpoint_dir)},
+        workdir=place.workdir,
+        log_path=log,
+        run_as=place.run_as,
+    )
+    return executor.start(launch), log
+
+
+def finish(executor: LocalExecutor, handle: Handle) -> ExitStatus:
+    deadline = time.monotonic() + 10
+    while (status := executor.poll(handle)) is None:
+        assert time.monotonic() < deadline, "task did not finish"
+        time.sleep(0.02)
+    return status
+
+
+def test_a_team_task_cannot_read_another_teams_workspace(accounts: TeamAccounts) -> None:
+    executor = LocalExecutor(accounts.home / "run", base_env={"PATH": "/usr/bin:/bin"})
+    beta_ws = accounts.workspace("beta")
+
+    handle, log = run(
+        executor,
+        accounts,
+        "beta",
+        "t-beta",
+        'id -un; echo "beta secret" > secret.txt; echo saved > "$COMMONS_CHECKPOINT_DIR/state"',
+    )
+    assert finish(executor, handle) == ExitStatus(code=0), log.read_text()
+    assert log.read_text().splitlines()[0] == accounts.account("beta")
+    secret = beta_ws / "secret.txt"
+    assert secret.read_text() == "beta secret\n"
+    assert stat.S_IMODE(secret.stat().st_mode) & 0o007 == 0  # umask 007: nothing for other accounts
+    assert pwd.getpwuid(secret.stat().st_uid).pw_name == accounts.account("beta")
+    assert stat.S_IMODE(beta_ws.stat().st_mode) == 0o770
+
+    handle, log = run(
+        executor,
+        accounts,
+        "alpha",
+        "t-alpha",
+        f"echo mine > own.txt && cat own.txt; cat {secret}; echo cat=$?; ls {beta_ws}; echo ls=$?; "
+        f"cat {accounts.checkpoint_dir('beta', 't-beta')}/state; echo ckpt=$?",
+    )
+    assert finish(executor, handle) == ExitStatus(code=0)
+    out = log.read_text()
+    assert "mine" in out
+    assert "beta secret" not in out and "saved" not in out
+    assert "cat=1" in out and "ls=2" in out and "ckpt=1" in out
+    assert out.count("Permission denied") >= 3
+
+
+def test_a_team_task_cannot_signal_another_teams_task(accounts: TeamAccounts) -> None:
+    executor = LocalExecutor(accounts.home / "run", base_env={"PATH": "/usr/bin:/bin"})
+    victim, victim_log = run(executor, accounts, "beta", "t-victim", "echo $$; exec sleep 30")
+    try:
+        deadline = time.monotonic() + 10
+        while not victim_log.exists() or not victim_log.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        victim_pid = int(victim_log.read_text().split()[0])
+        attacker, log = run(
+            executor, accounts, "alpha", "t-attacker", f"kill -TERM {victim_pid}; echo kill=$?"
+        )
+        assert finish(executor, attacker) == ExitStatus(code=0)
+        assert "kill=1" in log.read_text()
+        assert executor.poll(victim) is None
+    finally:
+        executor.kill(victim)
+    assert finish(executor, victim).signal == signal.SIGKILL

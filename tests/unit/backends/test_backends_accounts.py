@@ -1,0 +1,86 @@
+"""Team account names, workspace layout and the refusal to follow planted symlinks."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from gpucommons.backends.local.accounts import (
+    MAX_ACCOUNT_LENGTH,
+    AccountError,
+    IsolationMode,
+    TeamAccounts,
+    account_name,
+    isolation_mode,
+)
+
+
+@pytest.mark.parametrize(
+    ("team", "expected"),
+    [
+        ("nlp", "commons-nlp"),
+        ("vision_2", "commons-vision_2"),
+        ("ml-infra", "commons-ml-infra"),
+    ],
+)
+def test_plain_team_names_map_to_commons_prefixed_accounts(team: str, expected: str) -> None:
+    assert account_name(team) == expected
+
+
+@pytest.mark.parametrize("team", ["NLP", "nlp.v2", "a" * 40, "Speech.Team-" + "x" * 50])
+def test_changed_or_long_names_get_a_hash_and_fit_the_system_limit(team: str) -> None:
+    name = account_name(team)
+    assert len(name) <= MAX_ACCOUNT_LENGTH
+    assert name.startswith("commons-")
+    assert all(c.islower() or c.isdigit() or c in "-_" for c in name)
+    assert name != account_name(team + "z")
+
+
+def test_names_that_differ_only_in_case_get_different_accounts() -> None:
+    assert account_name("NLP") != account_name("nlp")
+
+
+def test_logical_mode_makes_a_0770_workspace_and_checkpoint_dir_and_no_account(tmp_path: Path) -> None:
+    teams = TeamAccounts(tmp_path / "home", mode=IsolationMode.LOGICAL)
+    place = teams.prepare_task("nlp", "t42")
+    assert place.run_as is None
+    assert place.workdir == tmp_path / "home" / "workspaces" / "nlp"
+    assert place.checkpoint_dir == place.workdir / ".commons" / "checkpoints" / "t42"
+    for path in (place.workdir, place.checkpoint_dir):
+        assert path.is_dir()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o770
+
+
+def test_a_symlink_planted_in_a_workspace_is_refused(tmp_path: Path) -> None:
+    teams = TeamAccounts(tmp_path / "home", mode=IsolationMode.LOGICAL)
+    teams.ensure_team("alpha")
+    teams.ensure_team("beta")
+    os.symlink(teams.workspace("beta"), teams.workspace("alpha") / ".commons")
+    with pytest.raises(AccountError, match=r"\.commons is not a plain directory"):
+        teams.prepare_task("alpha", "t1")
+    assert not (teams.workspace("beta") / "checkpoints").exists()
+
+
+def test_a_task_id_cannot_climb_out_of_the_workspace(tmp_path: Path) -> None:
+    teams = TeamAccounts(tmp_path / "home", mode=IsolationMode.LOGICAL)
+    with pytest.raises(AccountError, match="cannot name a directory"):
+        teams.prepare_task("alpha", "..")
+
+
+def test_useradd_failure_is_reported_with_its_message(tmp_path: Path) -> None:
+    def failing(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(list(argv), 9, "", "useradd: group 'x' already exists")
+
+    teams = TeamAccounts(tmp_path, prefix="zz-no-such-", mode=IsolationMode.ACCOUNTS, run=failing)
+    if os.path.exists("/usr/sbin/useradd") or os.path.exists("/usr/bin/useradd"):
+        with pytest.raises(AccountError, match="already exists"):
+            teams.ensure_account("team")
+
+
+def test_isolation_mode_follows_the_effective_user() -> None:
+    assert isolation_mode() is (IsolationMode.ACCOUNTS if os.geteuid() == 0 else IsolationMode.LOGICAL)
