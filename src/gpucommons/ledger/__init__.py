@@ -1,1 +1,39 @@
-"""ledger."""
+"""The usage ledger: who held which GPUs when (contract 4), and its integrals over a period.
+
+Pure: reading and writing take open text streams; nothing here touches files, clocks or databases.
+"""
+
+from gpucommons.ledger.csv_io import (
+    LOST_WORK_COLUMN,
+    USAGE_COLUMNS,
+    LedgerError,
+    LineIssue,
+    read_usage_csv,
+    write_usage_csv,
+)
+from gpucommons.ledger.cut import cut_to_period
+from gpucommons.ledger.integrate import PoolUsage, UsageSummary, summarize_usage, us_to_hours
+from gpucommons.ledger.interval import US_PER_HOUR, EndReason, UsageInterval, format_utc, from_us, to_us
+from gpucommons.ledger.period import Period, PeriodError
+
+__all__ = [
+    "LOST_WORK_COLUMN",
+    "USAGE_COLUMNS",
+    "US_PER_HOUR",
+    "EndReason",
+    "LedgerError",
+    "LineIssue",
+    "Period",
+    "PeriodError",
+    "PoolUsage",
+    "UsageInterval",
+    "UsageSummary",
+    "cut_to_period",
+    "format_utc",
+    "from_us",
+    "read_usage_csv",
+    "summarize_usage",
+    "to_us",
+    "us_to_hours",
+    "write_usage_csv",
+]

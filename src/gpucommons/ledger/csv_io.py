@@ -1,0 +1,275 @@
+"""Contract 4: the usage ledger as CSV, read with line-numbered errors and written back.
+
+Columns (DESIGN, contract 4): `task_id,team,pool,gpus,start,end,priority,borrowed_gpus,end_reason`,
+times in ISO-8601 UTC. Extension: an optional `lost_gpu_hours` column (GPU-hours of work a preemption
+threw away), so that invoices can show lost work; files without it are read as having none.
+
+Columns are found by their header name, in any order; unknown extra columns are ignored (readers of
+stored data tolerate them). A bad row is never skipped silently: reading stops with a `LedgerError`
+that names every bad row by its line number (up to `max_issues`).
+
+Reading is written for speed (a month of a large cluster is a million rows): each row goes through a
+fast path of plain conversions and checks; only a row that fails them is examined again, slowly, to
+say exactly what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Protocol
+
+from gpucommons.ledger._bulk import gc_paused
+from gpucommons.ledger.interval import US_PER_HOUR, EndReason, UsageInterval, format_utc, to_us
+
+USAGE_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "team",
+    "pool",
+    "gpus",
+    "start",
+    "end",
+    "priority",
+    "borrowed_gpus",
+    "end_reason",
+)
+#: The extension column (not in contract 4 itself): appended after the contract's columns.
+LOST_WORK_COLUMN = "lost_gpu_hours"
+
+_REASONS = {r.value: r for r in EndReason}
+_ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class LineIssue:
+    """What is wrong with one line of an input file (line 1 is the header): the ledger, a bill."""
+
+    line: int
+    message: str
+    column: str | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" + (f", {self.column}" if self.column else "")
+        return f"{where}: {self.message}"
+
+
+class LedgerError(ValueError):
+    """The ledger file was refused; `issues` says where and why."""
+
+    def __init__(self, issues: Iterable[LineIssue], *, truncated: bool = False) -> None:
+        self.issues = tuple(issues)
+        self.truncated = truncated
+        lines = [str(i) for i in self.issues]
+        more = "\n(more bad rows follow; fix these first)" if truncated else ""
+        super().__init__(f"the usage ledger has {len(self.issues)} bad row(s):\n" + "\n".join(lines) + more)
+
+
+class _Writer(Protocol):
+    def write(self, text: str, /) -> object: ...
+
+
+def read_usage_csv(
+    lines: Iterable[str], *, pools: Collection[str] | None = None, max_issues: int = 50
+) -> list[UsageInterval]:
+    """Read a contract-4 ledger from `lines` (an open text file, or any iterable of lines).
+
+    `pools`: when given, a row naming another pool is refused (the policy does not know its price).
+    Raises `LedgerError` listing the bad rows by line number.
+    """
+    with gc_paused():
+        return _read_rows(lines, pools, max_issues)
+
+
+def _read_rows(lines: Iterable[str], pools: Collection[str] | None, max_issues: int) -> list[UsageInterval]:
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        raise LedgerError([LineIssue(1, "the file is empty; expected the header " + ",".join(USAGE_COLUMNS))])
+    names = [h.strip() for h in header]
+    missing = [c for c in USAGE_COLUMNS if c not in names]
+    if missing:
+        raise LedgerError(
+            [
+                LineIssue(
+                    1,
+                    f"the header lacks column(s) {', '.join(missing)}; "
+                    f"contract 4 needs {','.join(USAGE_COLUMNS)}",
+                )
+            ]
+        )
+    duplicated = sorted({n for n in names if n and names.count(n) > 1})
+    if duplicated:
+        raise LedgerError([LineIssue(1, f"the header repeats column(s) {', '.join(duplicated)}")])
+    i_task, i_team, i_pool, i_gpus, i_start, i_end, i_prio, i_borrow, i_reason = (
+        names.index(c) for c in USAGE_COLUMNS
+    )
+    i_lost = names.index(LOST_WORK_COLUMN) if LOST_WORK_COLUMN in names else -1
+    width = len(names)
+    known_pools = frozenset(pools) if pools is not None else None
+
+    out: list[UsageInterval] = []
+    append = out.append
+    issues: list[LineIssue] = []
+    fromiso = datetime.fromisoformat
+    reasons = _REASONS
+    for row in reader:
+        if len(row) != width:
+            if not any(cell.strip() for cell in row):
+                continue  # blank line
+            issues.append(
+                LineIssue(reader.line_num, f"expected {width} fields as in the header, found {len(row)}")
+            )
+        else:
+            try:
+                gpus = int(row[i_gpus])
+                borrowed = int(row[i_borrow])
+                start = fromiso(row[i_start])
+                end = fromiso(row[i_end])
+                if start.tzinfo is not UTC:
+                    start = _utc(start)
+                if end.tzinfo is not UTC:
+                    end = _utc(end)
+                reason = reasons[row[i_reason]]
+                lost = _ZERO
+                if i_lost >= 0:
+                    text = row[i_lost]
+                    if text and text != "0":
+                        lost = Decimal(text)
+                task_id, team, pool = row[i_task], row[i_team], row[i_pool]
+                ok = (
+                    gpus >= 0
+                    and 0 <= borrowed <= gpus
+                    and start <= end
+                    and task_id
+                    and team
+                    and pool
+                    and (known_pools is None or pool in known_pools)
+                    and (lost is _ZERO or _lost_ok(lost, gpus, start, end, reason))
+                )
+            except (ValueError, KeyError, InvalidOperation):
+                ok = False
+            if ok:
+                append(
+                    UsageInterval(task_id, team, pool, gpus, start, end, row[i_prio], borrowed, reason, lost)
+                )
+                continue
+            issues.extend(_explain(row, names, reader.line_num, known_pools))
+        if len(issues) >= max_issues:
+            raise LedgerError(issues[:max_issues], truncated=True)
+    if issues:
+        raise LedgerError(issues)
+    return out
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _lost_ok(lost: Decimal, gpus: int, start: datetime, end: datetime, reason: EndReason) -> bool:
+    if not lost.is_finite() or lost < 0:
+        return False
+    if lost == 0:
+        return True
+    return reason is EndReason.PREEMPTED and lost * US_PER_HOUR <= gpus * (to_us(end) - to_us(start))
+
+
+def _explain(
+    row: list[str], names: list[str], line: int, known_pools: frozenset[str] | None
+) -> list[LineIssue]:
+    """The slow path: say precisely what is wrong with a row the fast path refused."""
+    cell = dict(zip(names, row, strict=True))
+    issues: list[LineIssue] = []
+
+    def bad(column: str, message: str) -> None:
+        issues.append(LineIssue(line, message, column))
+
+    for column in ("task_id", "team", "pool"):
+        if not cell[column].strip():
+            bad(column, "is empty")
+    pool = cell["pool"]
+    if pool and known_pools is not None and pool not in known_pools:
+        bad("pool", f"{pool!r} is not a pool of the policy (pools: {', '.join(sorted(known_pools))})")
+
+    def integer(column: str) -> int | None:
+        try:
+            value = int(cell[column])
+        except ValueError:
+            bad(column, f"{cell[column]!r} is not a whole number")
+            return None
+        if value < 0:
+            bad(column, f"{value} is negative")
+            return None
+        return value
+
+    gpus = integer("gpus")
+    borrowed = integer("borrowed_gpus")
+    if gpus is not None and borrowed is not None and borrowed > gpus:
+        bad("borrowed_gpus", f"{borrowed} is more than the row's {gpus} GPUs")
+
+    def moment(column: str) -> datetime | None:
+        try:
+            return _utc(datetime.fromisoformat(cell[column]))
+        except ValueError:
+            bad(column, f"{cell[column]!r} is not an ISO-8601 time (e.g. 2026-11-03T04:05:06Z)")
+            return None
+
+    start, end = moment("start"), moment("end")
+    if start is not None and end is not None and end < start:
+        bad("end", f"{format_utc(end)} is before the start {format_utc(start)}")
+    reason = _REASONS.get(cell["end_reason"])
+    if reason is None:
+        bad("end_reason", f"{cell['end_reason']!r} is not one of {', '.join(_REASONS)}")
+    if cell.get(LOST_WORK_COLUMN):
+        text = cell[LOST_WORK_COLUMN]
+        try:
+            lost = Decimal(text)
+        except InvalidOperation:
+            bad(LOST_WORK_COLUMN, f"{text!r} is not a number")
+        else:
+            if not lost.is_finite() or lost < 0:
+                bad(LOST_WORK_COLUMN, f"{text!r} must be a number of GPU-hours, zero or more")
+            elif lost > 0 and reason is not None and reason is not EndReason.PREEMPTED:
+                bad(LOST_WORK_COLUMN, f"lost work is counted only for preempted intervals, not {reason}")
+            elif lost > 0 and gpus is not None and start is not None and end is not None and start <= end:
+                held = Decimal(gpus * (to_us(end) - to_us(start))) / US_PER_HOUR
+                if lost > held:
+                    bad(LOST_WORK_COLUMN, f"{text} GPU-hours is more than the interval held ({held:.6f})")
+    if not issues:  # the fast path refused it for a reason the checks above do not name
+        issues.append(LineIssue(line, "cannot read this row"))
+    return issues
+
+
+def write_usage_csv(
+    intervals: Iterable[UsageInterval], file: _Writer, *, lost_work: bool | None = None
+) -> int:
+    """Write intervals as a contract-4 CSV to `file`; returns the number of rows written.
+
+    `lost_work`: add the `lost_gpu_hours` extension column. `None` (the default) adds it only when
+    some interval carries lost work, so a ledger without preemption losses is exactly contract 4.
+    """
+    rows = list(intervals) if lost_work is None else intervals
+    if lost_work is None:
+        lost_work = any(iv.lost_gpu_hours for iv in rows)
+    writer = csv.writer(file, lineterminator="\n")
+    writer.writerow((*USAGE_COLUMNS, LOST_WORK_COLUMN) if lost_work else USAGE_COLUMNS)
+    count = 0
+    for iv in rows:
+        fields: list[object] = [
+            iv.task_id,
+            iv.team,
+            iv.pool,
+            iv.gpus,
+            format_utc(iv.start),
+            format_utc(iv.end),
+            iv.priority,
+            iv.borrowed_gpus,
+            iv.end_reason.value,
+        ]
+        if lost_work:
+            fields.append(format(iv.lost_gpu_hours, "f"))
+        writer.writerow(fields)
+        count += 1
+    return count
