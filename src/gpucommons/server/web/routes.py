@@ -13,7 +13,11 @@ import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from gpucommons.server.auth import current_policy
+from gpucommons.server.deps import ContextDep, CurrentPrincipal
+from gpucommons.server.services import views
 from gpucommons.server.web.assets import catalogue, template_text
+from gpucommons.server.web.context import DashboardContext, dashboard_context
 
 ASSET_PREFIX = "/ui"
 API_BASE = "/api/v1"
@@ -67,9 +71,8 @@ def _route_path(request: Request, names: tuple[str, ...]) -> str | None:
 
 
 def _cluster_name(request: Request) -> str:
-    # Best effort: the page only shows it in the header.
-    policy = getattr(request.app.state, "policy", None)
-    return str(getattr(policy, "cluster_name", "") or "")
+    policy = current_policy(request)
+    return policy.cluster_name if policy is not None else ""
 
 
 def page_config(request: Request) -> dict[str, Any]:
@@ -86,6 +89,13 @@ def page_config(request: Request) -> dict[str, Any]:
 def dashboard(request: Request) -> HTMLResponse:
     html = _page.render(asset=asset_url, config=page_config(request), cluster_name=_cluster_name(request))
     return HTMLResponse(html, headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
+
+
+@router.get(ASSET_PREFIX + "/api/context", response_model=DashboardContext, name="dashboard_context")
+def context(ctx: ContextDep, who: CurrentPrincipal) -> JSONResponse:
+    """The caller and the cluster's shape (see `context.py`); declared before the catch-all asset route."""
+    body = dashboard_context(who, ctx.policies.policy, views.gauges(ctx.scheduler))
+    return JSONResponse(body.model_dump(mode="json"), headers={"Cache-Control": "no-store"})
 
 
 @router.get(ASSET_PREFIX + "/{path:path}", name="dashboard_asset")

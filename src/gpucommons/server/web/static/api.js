@@ -62,10 +62,16 @@ export class Api {
     return session.token ? { Authorization: `Bearer ${session.token}` } : {};
   }
 
-  async request(method, path, { body, query, accept = "application/json" } = {}) {
-    const url = new URL(this.base + path, window.location.origin);
+  /**
+   * `path` is relative to the API base (`/tasks`), or absolute when `absolute` is set (`/ui/api/context`).
+   * A query value that is an array repeats its key (`state=pending&state=running`).
+   */
+  async request(method, path, { body, query, accept = "application/json", absolute = false, raw = false } = {}) {
+    const url = new URL((absolute ? "" : this.base) + path, window.location.origin);
     for (const [k, v] of Object.entries(query || {})) {
-      if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, String(v));
+      for (const one of Array.isArray(v) ? v : [v]) {
+        if (one !== undefined && one !== null && one !== "") url.searchParams.append(k, String(one));
+      }
     }
     const headers = { Accept: accept, ...this.authHeaders() };
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -88,6 +94,7 @@ export class Api {
       if (!Number.isNaN(server) && Math.abs(server - Date.now()) > 1500) this.clockSkewMs = server - Date.now();
     }
     const type = response.headers.get("Content-Type") || "";
+    if (raw && response.ok) return response;
     const payload = type.includes("json") ? await response.json().catch(() => null) : await response.text();
     if (!response.ok) {
       const err = payload && typeof payload === "object" ? payload.error : null;

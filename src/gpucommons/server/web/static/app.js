@@ -2,7 +2,7 @@
 // when its data changed (so focus, selection and scroll survive the polling).
 
 import { Api, ApiError, session } from "./api.js";
-import { loadWhoAmI } from "./data.js";
+import { loadContext } from "./data.js";
 import { h, replace } from "./dom.js";
 import { formatDuration } from "./format.js";
 import * as overview from "./views/overview.js";
@@ -177,6 +177,7 @@ function renderNav(route) {
     ["#/submit", "Submit", submit],
     ["#/usage", "Usage & costs", usage],
   ];
+  // Finance and people in no team cannot submit anything: no need to offer them the form.
   const canSubmit = !state.who || state.who.platform_admin || (state.who.teams || []).length > 0;
   replace(
     els.nav,
@@ -223,7 +224,7 @@ function whoText() {
 
 /** Check the credentials we have (token, or the server's session cookie) and enter the dashboard. */
 async function signIn() {
-  const who = await loadWhoAmI(api); // throws ApiError(401) for a bad token
+  const who = (await loadContext(api)).me; // throws ApiError(401) for bad or missing credentials
   state.who = who;
   state.signedIn = true;
   state.signinMessage = "";

@@ -1,129 +1,112 @@
-// What each page needs from the API, in one place: the pages render plain objects and never know
-// endpoint paths. When the API grows, this is the file that changes.
+// What each page needs from the server, in one place: the pages render plain objects and never know
+// endpoint paths. Team- and task-level data comes from the public API (/api/v1), which filters it by
+// what the caller may see; /ui/api/context adds who the caller is and the cluster's shape.
 
 import { ApiError, items } from "./api.js";
 
-/**
- * Who the caller is (name, roles, teams). Throws ApiError(401) when the credentials are refused; returns
- * null when the server cannot say who (no such endpoint) but accepts the credentials.
- */
-export async function loadWhoAmI(api) {
-  try {
-    return await api.get("/me");
-  } catch (e) {
-    if (!(e instanceof ApiError && e.status === 404)) throw e;
-  }
-  await api.get("/teams"); // still proves the credentials are accepted
-  return null;
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+const ACTIVE = ["pending", "admitted", "running", "preempting"];
+
+/** Who the caller is, the pools (capacity, used, borrowed, idle) and the priority classes. 401 if signed out. */
+export function loadContext(api) {
+  return api.request("GET", "/ui/api/context", { absolute: true });
 }
 
-/** Teams with their per-pool quota and usage, plus the pools' capacity (when the API gives it). */
+/** Teams with their per-pool quota and usage (the ones the caller may see) and the cluster's pools. */
 export async function loadOverview(api) {
-  const [teams, pools] = await Promise.all([api.get("/teams").then(items), loadPools(api)]);
-  return { teams, pools: summarisePools(teams, pools) };
-}
-
-async function loadPools(api) {
-  try {
-    return items(await api.get("/pools"));
-  } catch (e) {
-    if (e instanceof ApiError && (e.status === 404 || e.status === 403)) return [];
-    throw e;
-  }
+  const [teams, context] = await Promise.all([api.get("/teams").then(items), loadContext(api)]);
+  return { teams, pools: summarisePools(teams, context.pools) };
 }
 
 /**
- * Per pool: capacity, GPUs used within quota, GPUs borrowed, idle. Teams' usage adds up to the pool's;
- * capacity comes from /pools (null when unknown: then idle is unknown too).
+ * Per pool: the cluster-wide numbers (capacity, used, borrowed, idle) and the visible teams' rows.
+ * `owned` is what is used within quota: the solid part of the pool's bar.
  */
 export function summarisePools(teams, pools) {
-  const byName = new Map();
-  for (const p of pools) {
-    byName.set(p.name, {
-      name: p.name,
-      gpuType: p.gpu_type || "",
-      capacity: Number.isFinite(p.capacity_gpus) ? p.capacity_gpus : (p.nodes ?? 0) * (p.gpus_per_node ?? 0) || null,
-      used: 0,
-      borrowed: 0,
-      nominal: 0,
-      reportedUsed: Number.isFinite(p.used_gpus) ? p.used_gpus : null,
-      teams: [],
-    });
-  }
-  for (const team of teams) {
-    for (const tp of team.pools || []) {
-      if (!byName.has(tp.pool)) {
-        byName.set(tp.pool, { name: tp.pool, gpuType: "", capacity: null, used: 0, borrowed: 0, nominal: 0, reportedUsed: null, teams: [] });
-      }
-      const pool = byName.get(tp.pool);
-      pool.used += tp.used_gpus || 0;
-      pool.borrowed += tp.borrowed_gpus || 0;
-      pool.nominal += tp.nominal_gpus || 0;
-      pool.teams.push({ team: team.name, ...tp });
-    }
-  }
-  const out = [];
-  for (const pool of byName.values()) {
-    // A pool's own count (when given) includes teams this caller cannot see.
-    const used = pool.reportedUsed ?? pool.used;
-    out.push({
-      ...pool,
-      used,
-      owned: Math.max(0, used - pool.borrowed),
-      idle: pool.capacity === null ? null : Math.max(0, pool.capacity - used),
-    });
-  }
-  return out;
+  return pools.map((p) => ({
+    name: p.name,
+    gpuType: p.gpu_type,
+    capacity: p.capacity_gpus,
+    used: p.used_gpus,
+    borrowed: p.borrowed_gpus,
+    owned: Math.max(0, p.used_gpus - p.borrowed_gpus),
+    idle: p.idle_gpus,
+    teams: teams.flatMap((t) => (t.pools || []).filter((tp) => tp.pool === p.name).map((tp) => ({ team: t.name, ...tp }))),
+  }));
 }
 
 /** The caller's visible tasks, newest first, each pending one with its queue position and reason. */
 export async function loadTasks(api, { state = "", team = "" } = {}) {
-  const query = { team };
-  if (state && state !== "active" && state !== "finished") query.state = state;
-  const [tasks, queue] = await Promise.all([api.get("/tasks", query).then(items), loadQueue(api)]);
+  const states = state === "active" ? ACTIVE : state === "finished" ? TERMINAL : state ? [state] : [];
+  const [tasks, queue] = await Promise.all([
+    api.get("/tasks", { team, state: states }).then(items),
+    api.get("/queue", { team }).then(items),
+  ]);
   const byId = new Map(queue.map((q) => [q.task_id, q]));
-  let list = tasks.map((t) => ({ ...t, queue: byId.get(t.id) || null }));
-  if (state === "active") list = list.filter((t) => !["succeeded", "failed", "cancelled"].includes(t.state));
-  if (state === "finished") list = list.filter((t) => ["succeeded", "failed", "cancelled"].includes(t.state));
+  const list = tasks.map((t) => ({ ...t, queue: byId.get(t.id) || null }));
   list.sort((a, b) => (b.seq ?? 0) - (a.seq ?? 0));
   return { tasks: list, queue };
 }
 
-async function loadQueue(api) {
-  try {
-    return items(await api.get("/queue"));
-  } catch (e) {
-    if (e instanceof ApiError && e.status === 404) return [];
-    throw e;
+export const LOG_TAIL_LINES = 200;
+//: Of a first read, only the last bytes are decoded: plenty for 200 lines, cheap for a huge log.
+const LOG_DECODE_BYTES = 256 * 1024;
+
+/**
+ * The last lines of a task's log, fetched incrementally: the API serves the log from a byte offset, so
+ * each refresh after the first reads only what the task wrote since the previous one.
+ */
+class LogTail {
+  constructor() {
+    this.offset = 0;
+    this.lines = [];
+    this.partial = "";
+    this.decoder = new TextDecoder();
+  }
+
+  async refresh(api, path) {
+    const response = await api.request("GET", `${path}/logs`, { query: { offset: this.offset }, accept: "text/plain", raw: true });
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (!bytes.length) return;
+    const cut = Math.max(0, bytes.length - LOG_DECODE_BYTES);
+    this.offset += bytes.length;
+    let text = this.partial + this.decoder.decode(bytes.subarray(cut), { stream: true });
+    if (cut > 0) text = text.slice(text.indexOf("\n") + 1); // drop the line the cut went through
+    const parts = text.split("\n");
+    this.partial = parts.pop();
+    this.lines = this.lines.concat(parts).slice(-LOG_TAIL_LINES);
+  }
+
+  get text() {
+    return this.lines.concat(this.partial ? [this.partial] : []).slice(-LOG_TAIL_LINES).join("\n");
   }
 }
 
-export const LOG_TAIL_LINES = 200;
+const logTails = new Map();
 
 /** One task with its events, the tail of its log and (while pending) its place in the queue. */
 export async function loadTask(api, id) {
   const path = `/tasks/${encodeURIComponent(id)}`;
-  const [task, events, log, queue] = await Promise.all([
-    api.get(path),
+  const task = await api.get(path); // 404 / 403 surface as the page's error
+  const [events, log, queue] = await Promise.all([
     api.get(`${path}/events`).then(items).catch(() => []),
-    loadLogTail(api, path),
-    loadQueue(api).catch(() => []),
+    loadLogTail(api, id, path),
+    task.state === "pending" ? api.get("/queue", { team: task.team }).then(items).catch(() => []) : [],
   ]);
   return { task, events, log, queue: queue.find((q) => q.task_id === id) || null };
 }
 
-async function loadLogTail(api, path) {
+async function loadLogTail(api, id, path) {
+  if (!logTails.has(id)) {
+    logTails.clear(); // one task's tail at a time is all a page shows
+    logTails.set(id, new LogTail());
+  }
+  const tail = logTails.get(id);
   try {
-    const payload = await api.request("GET", `${path}/logs`, {
-      query: { tail: LOG_TAIL_LINES },
-      accept: "text/plain, application/json",
-    });
-    if (typeof payload === "string") return { text: payload, error: null };
-    if (payload && Array.isArray(payload.lines)) return { text: payload.lines.join("\n"), error: null };
-    if (payload && typeof payload.text === "string") return { text: payload.text, error: null };
-    return { text: "", error: null };
+    await tail.refresh(api, path);
+    return { text: tail.text, error: null };
   } catch (e) {
-    return { text: "", error: e instanceof ApiError ? e.explanation : String(e) };
+    return { text: tail.text, error: e instanceof ApiError ? e.explanation : String(e) };
   }
 }
 
@@ -135,25 +118,19 @@ export function submitTask(api, request) {
   return api.post("/tasks", request);
 }
 
-/** Choices for the submit form: the caller's teams, the pools, the priority classes. */
-export async function loadSubmitOptions(api, who) {
-  const [teams, policy] = await Promise.all([
-    api.get("/teams").then(items).catch(() => []),
-    api.get("/policy").catch(() => null),
-  ]);
-  const mine = who && Array.isArray(who.teams) && !who.platform_admin ? new Set(who.teams) : null;
-  const teamNames = teams.map((t) => t.name).filter((n) => !mine || mine.has(n));
-  const pools = policy && Array.isArray(policy.pools) ? policy.pools.map((p) => (typeof p === "string" ? p : p.name)) : [];
-  const classes = policy && Array.isArray(policy.priority_classes) ? policy.priority_classes : [];
+/** Choices for the submit form: the teams the caller may submit to, the pools, the priority classes. */
+export async function loadSubmitOptions(api) {
+  const context = await loadContext(api);
+  const me = context.me;
   return {
-    teams: teamNames,
-    pools,
-    classes: classes.map((c) => (typeof c === "string" ? { name: c } : c)),
-    defaultClass: policy?.default_priority_class || "",
+    teams: me.platform_admin ? context.team_names : me.teams,
+    pools: context.pools.map((p) => p.name),
+    classes: context.priority_classes,
+    defaultClass: context.default_priority_class,
   };
 }
 
-/** The month's chargeback (contract 5) and where each team's invoice is, or `{missing: true}`. */
+/** The month's chargeback (contract 5), or `{missing: true}` when this server has no chargeback yet. */
 export async function loadUsage(api, month) {
   try {
     const result = await api.get("/chargeback", { period: month });

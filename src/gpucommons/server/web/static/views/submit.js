@@ -11,7 +11,7 @@ export const title = "Submit a task";
 export const refreshMs = 0;
 
 export async function load(ctx) {
-  return loadSubmitOptions(ctx.api, ctx.who);
+  return loadSubmitOptions(ctx.api);
 }
 
 export function render(options, ctx) {
