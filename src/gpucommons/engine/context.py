@@ -37,6 +37,7 @@ class Cycle:
             if root is not None:
                 self._root_teams.setdefault(root, []).append(team.name)
         self._team_index = {t.name: i for i, t in enumerate(self.policy.teams)}
+        self._partition_gpus: dict[tuple[str, str], int] = {}
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -67,6 +68,17 @@ class Cycle:
     def min_runtime_s(self, rt: RunningTask) -> int:
         cls = self.priority_class(rt.task.priority_class)
         return cls.min_runtime_s if cls is not None else DEFAULT_MIN_RUNTIME_S
+
+    def partition_gpus(self, team: str, pool: str) -> int:
+        """GPUs on the nodes the team may land on in the pool (its own nodes if dedicated)."""
+        key = (team, pool)
+        cached = self._partition_gpus.get(key)
+        if cached is None:
+            nodes = self.state.nodes.pools.get(pool)
+            part = self.state.nodes.partition.get(team, "")
+            cached = sum(1 for o in nodes.owner if o == part) * nodes.gpus_per_node if nodes else 0
+            self._partition_gpus[key] = cached
+        return cached
 
     def weight_milli(self, team: str) -> int:
         return int(self._teams[team].fair_share_weight * Decimal(1000))

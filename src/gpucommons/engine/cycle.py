@@ -168,7 +168,7 @@ class _Scheduler:
                 continue
             failure = self._matching_failure(cursor, task)
             if failure is not None:
-                self.pending[task.id] = failure.inherited()
+                self.pending[task.id] = self._never_fits(task) or failure.inherited()
                 if self._rest_cannot_go(cursor, failure):
                     cursor.done = True
                     return
@@ -279,6 +279,12 @@ class _Scheduler:
             self._push_next(cursor)
         else:
             cursor.done = True
+
+    def _never_fits(self, task: TaskRequest) -> Pending | None:
+        pools, _ = self.cy.pools_for(task.team, task.pools)
+        if pools and all(never_fits_limit(self.cy, task, p) is not None for p in pools):
+            return pending_reason(self.cy, task, pools[0])
+        return None
 
     def _matching_failure(self, cursor: _TeamCursor, task: TaskRequest) -> _Failure | None:
         """A task asking at least what a failed task of the same team asked, in the same pools,

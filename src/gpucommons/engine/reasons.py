@@ -23,14 +23,8 @@ def _res(r: Resources) -> str:
 def never_fits_limit(cy: Cycle, task: TaskRequest, pool: str) -> Resources | None:
     """The most the team may ever hold in the pool, if the task's request is above it; else None."""
     most = cy.quota.potential(task.team, pool, cy.isolated)
-    if cy.config.node_placement:
-        p = cy.pool(pool)
-        if p is not None:
-            nodes = cy.state.nodes.pools.get(pool)
-            part = cy.state.nodes.partition.get(task.team, "")
-            if nodes is not None:
-                gpus_on_nodes = sum(1 for o in nodes.owner if o == part) * p.gpus_per_node
-                most = Resources(min(most.gpus, gpus_on_nodes), most.cpu_milli, most.memory_mib)
+    if cy.config.node_placement and cy.pool(pool) is not None:
+        most = Resources(min(most.gpus, cy.partition_gpus(task.team, pool)), most.cpu_milli, most.memory_mib)
     return None if task.resources.fits_in(most) else most
 
 

@@ -35,8 +35,10 @@ from gpucommons.domain.model import (
     WithinTeamPolicy,
 )
 from gpucommons.domain.resources import UNLIMITED, Resources
+from gpucommons.engine.apply import apply_decisions
+from gpucommons.engine.cycle import decide
 from gpucommons.engine.state import ClusterState
-from gpucommons.engine.types import Admission, NodeSlice, RunningTask, TaskRequest
+from gpucommons.engine.types import Admission, Decisions, EngineConfig, NodeSlice, RunningTask, TaskRequest
 
 #: DESIGN.md's four priority classes.
 DEFAULT_CLASSES = (
@@ -316,3 +318,29 @@ def make_state(policy: Policy) -> StateBuilder:
 def running_task(task: TaskRequest, pool: str, at: float = 0.0) -> RunningTask:
     """A bare `RunningTask` (no state) for tests of pure helpers."""
     return RunningTask(task=task, admission=Admission(pool), admitted_at=at)
+
+
+def decide_checked(state: ClusterState, now: float = 100.0, config: EngineConfig | None = None) -> Decisions:
+    """`decide()`, asserting it left the state exactly as it found it."""
+    before = state.fingerprint()
+    decisions = decide(state, now, config or EngineConfig.commons())
+    after = state.fingerprint()
+    if before != after:
+        raise AssertionError("decide() changed the state it was given")
+    return decisions
+
+
+def settle(
+    state: ClusterState, now: float, config: EngineConfig | None = None, max_rounds: int = 100
+) -> list[Decisions]:
+    """Call `decide` and apply its decisions at `now` until a cycle decides nothing (as a caller
+    must with Kueue's one admission per team per cycle). Victims are marked preempting, not
+    requeued: they stop later."""
+    rounds = []
+    for _ in range(max_rounds):
+        d = decide_checked(state, now, config)
+        if d.empty:
+            break
+        apply_decisions(state, d, now)
+        rounds.append(d)
+    return rounds
