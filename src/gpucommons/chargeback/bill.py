@@ -45,7 +45,7 @@ def read_bill_csv(lines: Iterable[str], *, pools: Collection[str] | None = None)
             continue
         pool, text = row[i_pool].strip(), row[i_amount].strip()
         if not pool:
-            issues.append(LineIssue(line, "is empty", "pool"))
+            issues.append(LineIssue(line, "must not be empty", "pool"))
             continue
         if known is not None and pool not in known:
             issues.append(

@@ -188,7 +188,7 @@ def _explain(
 
     for column in ("task_id", "team", "pool"):
         if not cell[column].strip():
-            bad(column, "is empty")
+            bad(column, "must not be empty")
     pool = cell["pool"]
     if pool and known_pools is not None and pool not in known_pools:
         bad("pool", f"{pool!r} is not a pool of the policy (pools: {', '.join(sorted(known_pools))})")
