@@ -104,7 +104,12 @@ class PriorityClassSpec(_Section):
     """A named priority and its rules (Kueue: a WorkloadPriorityClass)."""
 
     name: Name = Field(description="Unique class name, given at submit (`--priority training`).")
-    value: int = Field(description="The priority: higher wins (admitted first, may preempt lower).")
+    value: int = Field(
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="The priority: higher wins (admitted first, may preempt lower). A 32-bit integer, "
+        "as Kubernetes priorities are.",
+    )
     preemptible: bool = Field(default=True, description="False: tasks of this class are never preempted.")
     grace_period: Duration = Field(
         default=30, description="Time between the stop signal and the kill, to checkpoint. Default 30s."
