@@ -36,5 +36,8 @@ def create_bootstrap_admin_token(db: Database) -> str:
 
 
 def install_auth(app: FastAPI) -> None:
-    """Wire authentication into the app: error handlers now; sign-in, SCIM and token routes as they land."""
+    """Wire identity into the app: error handlers (401/403) and SCIM 2.0 at /scim/v2."""
+    from gpucommons.server.scim import mount_scim
+
     install_error_handlers(app)
+    mount_scim(app)

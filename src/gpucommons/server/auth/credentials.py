@@ -21,6 +21,8 @@ from gpucommons.store.identity_models import ApiToken, DirectoryGroup, Directory
 #: How stale `last_used_at` may get before a request refreshes it (a write per request is too many).
 LAST_USED_RESOLUTION_S = 60.0
 BOOTSTRAP_TOKEN_NAME = "bootstrap-admin"
+API_KIND = "api"
+SESSION_KIND = "session"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ def issue_token(
     role: Role | None = None,
     team: str | None = None,
     expires_at: float | None = None,
-    kind: str = "api",
+    kind: str = API_KIND,
     created_by: str | None = None,
 ) -> IssuedToken:
     """Store a new token (its hash only) and return it with its one-time secret."""
@@ -121,17 +123,17 @@ def resolve_token(session: Session, token: str, policy: Policy | None, now: floa
     return principal
 
 
-def revoke_user_credentials(session: Session, user_ids: Iterable[str], now: float) -> int:
-    """Revoke every live token and session of these users; the number revoked."""
+def revoke_user_credentials(
+    session: Session, user_ids: Iterable[str], now: float, *, sessions_only: bool = False
+) -> int:
+    """Revoke every live token and session of these users (only sign-in sessions if asked); how many."""
     ids = list(user_ids)
     if not ids:
         return 0
-    result = session.execute(
-        update(ApiToken)
-        .where(ApiToken.user_id.in_(ids), ApiToken.revoked_at.is_(None))
-        .values(revoked_at=now)
-        .execution_options(synchronize_session=False)
-    )
+    stmt = update(ApiToken).where(ApiToken.user_id.in_(ids), ApiToken.revoked_at.is_(None))
+    if sessions_only:
+        stmt = stmt.where(ApiToken.kind == SESSION_KIND)
+    result = session.execute(stmt.values(revoked_at=now).execution_options(synchronize_session="fetch"))
     return int(getattr(result, "rowcount", 0) or 0)
 
 

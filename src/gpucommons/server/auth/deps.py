@@ -31,19 +31,43 @@ _bearer = HTTPBearer(
 )
 
 
+def _root_state(request: Request) -> Any:
+    """The main app's state, also from a mounted sub-app (SCIM) that points at it as `state.root`."""
+    state = request.app.state
+    root = getattr(state, "root", None)
+    return root.state if root is not None else state
+
+
 def current_policy(request: Request) -> Policy | None:
-    """The policy on `app.state.policy` (a `Policy` or a callable returning one), if any."""
-    value: Any = getattr(request.app.state, "policy", None)
+    """The policy on `app.state.policy` (a `Policy` or a callable returning one), if any.
+
+    Falls back on the control plane's `app.state.commons.policies.policy` (`server.context`).
+    """
+    state = _root_state(request)
+    value: Any = getattr(state, "policy", None)
+    if value is None:
+        value = getattr(getattr(getattr(state, "commons", None), "policies", None), "policy", None)
     if callable(value):
         value = value()
     return value if isinstance(value, Policy) else None
 
 
 def database(request: Request) -> Database:
-    db = getattr(request.app.state, "db", None)
+    """`app.state.db`, or the control plane's `app.state.commons.db`."""
+    state = _root_state(request)
+    db = getattr(state, "db", None) or getattr(getattr(state, "commons", None), "db", None)
     if not isinstance(db, Database):
         raise RuntimeError("app.state.db is not set: the app factory must provide a store.db.Database")
     return db
+
+
+def bearer_or_cookie(request: Request) -> str | None:
+    """The credential a request presents: the bearer token, else the web session cookie."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.cookies.get(SESSION_COOKIE)
 
 
 def _presented_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
