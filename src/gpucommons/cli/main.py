@@ -32,3 +32,4 @@ def main(
 # Command groups register themselves below (one import per module, each adding its commands to `app`).
 import gpucommons.cli.policy  # noqa: E402,F401
 import gpucommons.cli.k8s  # noqa: E402,F401
+import gpucommons.cli.doctor  # noqa: E402,F401

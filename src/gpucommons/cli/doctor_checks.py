@@ -1,0 +1,145 @@
+"""The environment checks of `commons doctor`: each says ok, info, warn or fail, and why.
+
+Kept apart from the command so each check can be tested alone. Checks never raise: a probe that
+goes wrong is itself the finding.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gpucommons.api.errors import CommonsError
+from gpucommons.backends.local.accounts import IsolationMode
+from gpucommons.backends.local.inventory import Inventory
+from gpucommons.client import CommonsClient, ServerUnreachable
+
+Status = Literal["ok", "info", "warn", "fail"]
+GIB = 1024**3
+#: Below this much free space under the home, logs and checkpoints soon fail to write.
+DISK_FAIL_BYTES = 1 * GIB
+DISK_WARN_BYTES = 10 * GIB
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+def default_home(env: Mapping[str, str]) -> Path:
+    """`$COMMONS_HOME`, else `~/.commons` — the server's default (server.settings)."""
+    return Path(env["COMMONS_HOME"]) if env.get("COMMONS_HOME") else Path.home() / ".commons"
+
+
+def isolation_check(mode: IsolationMode, user: str) -> Check:
+    if mode is IsolationMode.ACCOUNTS:
+        if shutil.which("useradd") is None:
+            return Check("team accounts", "fail", "running as root, but useradd is missing: install 'passwd'")
+        return Check("team accounts", "ok", f"running as {user}: each team's tasks run under its own account")
+    return Check(
+        "team accounts",
+        "warn",
+        f"running as {user}, not root: every task runs as {user}; teams are separated by the API only",
+    )
+
+
+def inventory_checks(inventory: Inventory) -> list[Check]:
+    pools = ", ".join(f"{p.pool} {len(p.devices)}/{p.declared}" for p in inventory.pools)
+    status: Status = "ok" if inventory.source != "virtual" else "info"
+    checks = [
+        Check("GPU inventory", status, f"source {inventory.source}: {inventory.gpu_count} GPU(s) ({pools})")
+    ]
+    # With real GPUs a warning is a mismatch with the policy; with virtual ones, why none was found.
+    checks += [Check("GPU inventory", "warn" if status == "ok" else "info", w) for w in inventory.warnings]
+    return checks
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def disk_check(home: Path) -> Check:
+    where = _existing_ancestor(home)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError as exc:
+        return Check("disk space", "warn", f"cannot read free space at {where}: {exc.strerror}")
+    text = f"{free / GIB:.1f} GiB free at {where} (logs, checkpoints, workspaces)"
+    if free < DISK_FAIL_BYTES:
+        return Check("disk space", "fail", text)
+    return Check("disk space", "warn" if free < DISK_WARN_BYTES else "ok", text)
+
+
+def _writable(directory: Path) -> bool:
+    where = _existing_ancestor(directory)
+    return os.access(where, os.W_OK | os.X_OK)
+
+
+def database_check(url: str | None, home: Path) -> Check:
+    """SQLite: its directory must be writable. PostgreSQL: it must answer `select 1`."""
+    if not url:
+        path = home / "commons.db"
+        if _writable(home):
+            return Check("database", "ok", f"SQLite at {path} (default; COMMONS_DATABASE_URL for PostgreSQL)")
+        return Check("database", "fail", f"SQLite at {path}, but {home} cannot be created or written")
+    if url.startswith("sqlite"):
+        path = Path(url.split(":///", 1)[-1])
+        ok = _writable(path.parent)
+        return Check(
+            "database", "ok" if ok else "fail", f"SQLite at {path}" + ("" if ok else ": not writable")
+        )
+    if url.startswith(("postgresql", "postgres")):
+        return _postgres_check(url)
+    return Check(
+        "database", "warn", f"COMMONS_DATABASE_URL has a scheme doctor does not know: {url.split(':')[0]}"
+    )
+
+
+def _postgres_check(url: str) -> Check:
+    import psycopg
+
+    rest = url.split("://", 1)[1]
+    plain = "postgresql://" + rest  # SQLAlchemy's `postgresql+psycopg://` → libpq's form
+    shown = plain.split("@", 1)[-1]  # never print a password
+    try:
+        with psycopg.connect(plain, connect_timeout=3) as conn:
+            row = conn.execute("select current_setting('server_version')").fetchone()
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Check("database", "fail", f"PostgreSQL at {shown} does not answer: {first}")
+    version = row[0] if row else "?"
+    return Check("database", "ok", f"PostgreSQL {version} at {shown} answers")
+
+
+def server_check(url: str, token: str | None) -> Check:
+    try:
+        with CommonsClient(url, token, timeout=3) as client:
+            health = client.health()
+    except ServerUnreachable:
+        return Check("server", "info", f"no server answers at {url} (fine before `commons up`)")
+    except CommonsError as exc:
+        return Check("server", "warn", f"the server at {url} answered with an error: {exc}")
+    status: Status = "ok" if health.status == "ok" else "warn"
+    return Check(
+        "server",
+        status,
+        f"{url}: {health.status}, scheduler {health.scheduler}, executor {health.executor}, "
+        f"version {health.version}",
+    )
+
+
+def browser_check() -> Check:
+    return Check(
+        "chromium / node",
+        "ok",
+        "not needed: the dashboard is served by the server; only the test suite drives a browser or node",
+    )

@@ -1,0 +1,121 @@
+"""`commons doctor`: tables and JSON from a policy file, checks, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpucommons.backends.local.accounts import IsolationMode
+from gpucommons.backends.local.inventory import assign_devices, parse_nvidia_smi, virtual_inventory
+from gpucommons.cli import doctor_checks
+from gpucommons.cli.doctor_checks import (
+    database_check,
+    disk_check,
+    inventory_checks,
+    isolation_check,
+    server_check,
+)
+from gpucommons.cli.main import app
+from gpucommons.domain import Policy, Pool, PriorityClass, Quota, Resources, Team
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "commons.yaml"
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMMONS_URL", "http://127.0.0.1:9")  # discard port: nothing answers
+    monkeypatch.delenv("COMMONS_POLICY", raising=False)
+    monkeypatch.delenv("COMMONS_DATABASE_URL", raising=False)
+
+
+def test_doctor_json_reports_every_team_the_inventory_and_the_checks(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert [t["team"] for t in report["teams"]] == ["nlp", "vision", "recsys"]
+    assert report["isolation_mode"] in ("accounts", "logical")
+    assert report["inventory"]["source"] in ("nvml", "nvidia-smi", "virtual")
+    for team in report["teams"]:
+        assert team["separated_by"] and team["not_separated"] and team["verdict"]
+    names = {c["name"] for c in report["checks"]}
+    assert {"team accounts", "GPU inventory", "database", "disk space", "server", "chromium / node"} <= names
+    server = next(c for c in report["checks"] if c["name"] == "server")
+    assert server["status"] == "info"
+    assert "regulated data" in report["answer"]
+
+
+def test_doctor_tables_name_the_teams_and_the_answer(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for text in ("SEPARATED FROM OTHER TEAMS BY", "nlp", "recsys", "Shared by every team", "Environment"):
+        assert text in result.output
+
+
+def test_doctor_refuses_a_missing_policy_with_a_message(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--policy", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 1
+    assert "no such file" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_doctor_without_policy_or_server_says_what_to_give(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--home", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "give --policy FILE" in result.output
+
+
+def test_doctor_fails_when_the_database_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMONS_DATABASE_URL", "postgresql://postgres:pw@127.0.0.1:9/none")
+    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(tmp_path), "--json"])
+    assert result.exit_code == 1
+    database = next(c for c in json.loads(result.output)["checks"] if c["name"] == "database")
+    assert database["status"] == "fail" and "pw" not in database["detail"]
+
+
+def test_database_check_for_sqlite_and_unknown_schemes(tmp_path: Path) -> None:
+    assert database_check(None, tmp_path / "home").status == "ok"
+    assert database_check(f"sqlite:///{tmp_path}/x.db", tmp_path).status == "ok"
+    assert database_check("mysql://x", tmp_path).status == "warn"
+
+
+@pytest.mark.postgres
+def test_database_check_reaches_the_test_postgres() -> None:
+    check = database_check("postgresql+psycopg://postgres@127.0.0.1:5432/test", Path("/tmp"))
+    if check.status == "fail":
+        pytest.skip(f"no PostgreSQL answers on 127.0.0.1:5432: {check.detail}")
+    assert check.status == "ok" and check.detail.startswith("PostgreSQL")
+
+
+def test_disk_check_warns_and_fails_on_low_space(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def free(gib: float) -> None:
+        usage = shutil._ntuple_diskusage(100, 0, int(gib * doctor_checks.GIB))  # type: ignore[attr-defined]
+        monkeypatch.setattr(doctor_checks.shutil, "disk_usage", lambda _p: usage)
+
+    free(50)
+    assert disk_check(tmp_path / "not-yet").status == "ok"
+    free(5)
+    assert disk_check(tmp_path).status == "warn"
+    free(0.5)
+    assert disk_check(tmp_path).status == "fail"
+
+
+def test_isolation_and_inventory_checks_say_what_they_found() -> None:
+    assert isolation_check(IsolationMode.LOGICAL, "alice").status == "warn"
+    pool = Pool("h100", "H100", 1, 4)
+    policy = Policy("t", (pool,), (PriorityClass("d", 0),), "d", (Team("a", (Quota("h100", Resources(1)),)),))
+    virtual = inventory_checks(virtual_inventory(policy, ("no GPU found",)))
+    assert [c.status for c in virtual] == ["info", "info"]
+    short = assign_devices(policy, parse_nvidia_smi("0, NVIDIA H100, GPU-1, 1 MiB"), "nvidia-smi")
+    assert [c.status for c in inventory_checks(short)] == ["ok", "warn"]
+
+
+def test_server_check_is_informational_when_nothing_answers() -> None:
+    check = server_check("http://127.0.0.1:9", None)
+    assert check.status == "info" and "no server answers" in check.detail
