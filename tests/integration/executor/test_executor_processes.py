@@ -362,3 +362,15 @@ def test_release_forgets_the_attempt_and_removes_its_exit_file(
     assert handle.exit_file is not None and handle.exit_file.exists()
     executor.release(handle)
     assert not handle.exit_file.exists()
+
+
+def test_the_log_is_private_to_the_server_even_if_it_existed_before(
+    executor: LocalExecutor, make_launch: Callable[..., Launch]
+) -> None:
+    launch = make_launch(("true",))
+    launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+    launch.log_path.write_text("--- server note\n")
+    launch.log_path.chmod(0o644)
+    assert wait_for_exit(executor, executor.start(launch)).succeeded
+    assert launch.log_path.stat().st_mode & 0o777 == 0o640
+    assert launch.log_path.read_text() == "--- server note\n"

@@ -35,6 +35,8 @@ from gpucommons.backends.local.procfs import (
 from gpucommons.backends.ports import ExitStatus, Handle, Launch
 
 RUNNER_MODULE = "gpucommons.backends.local.runner"
+#: Task logs: written by the task through the descriptor it inherits, read by the server only.
+LOG_MODE = 0o640
 
 
 class LaunchError(RuntimeError):
@@ -86,8 +88,11 @@ class LocalExecutor:
             argv += ["--user", launch.run_as]
         argv += ["--", *launch.command]
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_fd = os.open(launch.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        log_fd = os.open(launch.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_MODE)
         try:
+            # The log may already exist (earlier attempts, the server's own notes): other accounts
+            # must not read it; teams read their logs through the API.
+            os.fchmod(log_fd, LOG_MODE)
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
