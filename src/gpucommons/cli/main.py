@@ -32,4 +32,9 @@ def main(
 # Command groups register themselves below (one import per module, each adding its commands to `app`).
 import gpucommons.cli.policy  # noqa: E402,F401
 import gpucommons.cli.k8s  # noqa: E402,F401
+import gpucommons.cli.up  # noqa: E402,F401
+import gpucommons.cli.tasks  # noqa: E402,F401
+import gpucommons.cli.teams  # noqa: E402,F401
+import gpucommons.cli.usage  # noqa: E402,F401
+import gpucommons.cli.policy_apply  # noqa: E402,F401
 import gpucommons.cli.doctor  # noqa: E402,F401

@@ -1,0 +1,71 @@
+"""How CLI commands reach the server: COMMONS_URL and COMMONS_TOKEN, else the `commons login` file.
+
+`with api() as client:` gives a `CommonsClient`; any API error ends the command with exit code 1
+and the server's message (never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from gpucommons.api.errors import CommonsError
+from gpucommons.client import CommonsClient
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpucommons" / "config.json"
+
+
+def _config() -> dict[str, str]:
+    try:
+        data = json.loads(config_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return (
+        {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+        if isinstance(data, dict)
+        else {}
+    )
+
+
+def server_url() -> str:
+    return os.environ.get("COMMONS_URL") or _config().get("url") or DEFAULT_URL
+
+
+def server_token() -> str | None:
+    return os.environ.get("COMMONS_TOKEN") or _config().get("token")
+
+
+def fail(message: str) -> typer.Exit:
+    err_console.print(f"error: {message}", markup=False)
+    return typer.Exit(1)
+
+
+@contextmanager
+def api() -> Iterator[CommonsClient]:
+    """A client for the configured server; API errors become `error: ...` and exit code 1."""
+    client = CommonsClient(server_url(), server_token())
+    try:
+        yield client
+    except CommonsError as exc:
+        message = exc.message
+        issues = exc.details.get("issues") or exc.details.get("errors")
+        if isinstance(issues, list):
+            for issue in issues[:20]:
+                if isinstance(issue, dict):
+                    where = issue.get("path") or issue.get("field") or ""
+                    message += f"\n  {where}: {issue.get('message', '')}" if where else ""
+        raise fail(message) from None
+    finally:
+        client.close()

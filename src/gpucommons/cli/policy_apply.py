@@ -1,0 +1,36 @@
+"""`commons policy apply FILE`: validate locally, then make it the server's current policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpucommons.cli._client import api, fail
+from gpucommons.cli.policy import policy_app
+from gpucommons.policy import PolicyError, parse_policy
+
+
+@policy_app.command("apply")
+def apply(
+    file: Annotated[Path, typer.Argument(help="The new policy file.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Let the server validate it without applying it.")
+    ] = False,
+) -> None:
+    """Apply a new policy: running tasks keep running; the next scheduling cycle uses the new quotas."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc}") from None
+    try:
+        parse_policy(text, str(file))
+    except PolicyError as error:
+        for issue in error.issues:
+            typer.echo(issue.format(error.source), err=True)
+        raise fail(f"{file}: policy refused ({len(error.issues)} problem(s)); nothing was applied") from None
+    with api() as client:
+        info = client.apply_policy(text, dry_run=dry_run)
+    verb = "would apply" if dry_run else "applied"
+    typer.echo(f"{verb} policy version {info.version} ({info.cluster_name}: teams {', '.join(info.teams)})")

@@ -1,0 +1,105 @@
+"""`commons up`: the embedded platform in one process — API, scheduler, executor, dashboard.
+
+The one CLI module that imports the server (import-linter allows exactly this one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpucommons.cli._client import fail
+from gpucommons.cli.main import app
+from gpucommons.policy import PolicyError
+
+if TYPE_CHECKING:
+    from gpucommons.server.context import ServerContext
+
+DEFAULT_POLICY = Path("examples/commons.yaml")
+
+
+def admin_token(ctx: ServerContext) -> str:
+    """The bootstrap admin token in HOME/admin-token (mode 0600): reused while valid, else a new one."""
+    from gpucommons.server.auth import create_bootstrap_admin_token
+    from gpucommons.server.auth.credentials import resolve_token
+
+    path = ctx.settings.home / "admin-token"
+    if path.exists():
+        token = path.read_text(encoding="utf-8").strip()
+        with ctx.db.session() as session:
+            if token and resolve_token(session, token, ctx.policies.policy, time.time()) is not None:
+                return token
+    token = create_bootstrap_admin_token(ctx.db)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+@app.command()
+def up(
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy", help="Policy file (default: the stored policy, else examples/commons.yaml)."
+        ),
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option("--home", help="Data directory (default: $COMMONS_HOME or ~/.commons).")
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
+    executor: Annotated[
+        str, typer.Option("--executor", help="local (real processes) or timer (benchmarks only).")
+    ] = "local",
+    tick: Annotated[
+        float, typer.Option("--tick", min=0.01, max=60, help="Longest pause of the scheduler (s).")
+    ] = 0.5,
+) -> None:
+    """Start the server, the scheduler and the executor; print the URL and the admin token."""
+    # Imported here so that every other command starts without loading the server.
+    import uvicorn
+
+    from gpucommons.server.app import build_context, create_app
+    from gpucommons.server.settings import Settings, default_home
+
+    if executor not in ("local", "timer"):
+        raise fail(f"--executor must be local or timer, not {executor!r}")
+    env = Settings()
+    home = (home or env.home or default_home()).expanduser().resolve()
+    if policy is None and env.policy is not None:
+        policy = env.policy
+    if policy is None and not (home / "commons.db").exists() and not env.database_url:
+        policy = DEFAULT_POLICY
+    if policy is not None and not policy.exists():
+        raise fail(f"policy file {policy} not found (pass --policy FILE)")
+    settings = env.model_copy(
+        update={
+            "home": home,
+            "policy": policy.resolve() if policy else None,
+            "host": host,
+            "port": port,
+            "executor": executor,
+            "scheduler_tick_s": tick,
+        }
+    )
+    try:
+        ctx = build_context(settings)
+    except PolicyError as error:
+        for issue in error.issues:
+            typer.echo(issue.format(error.source), err=True)
+        raise fail(f"{error.source}: cannot start with this policy") from None
+    token = admin_token(ctx)
+    url = f"http://{host}:{port}"
+    typer.echo(
+        f"GPU Commons {ctx.policies.policy.cluster_name} on {url} (home {home}, executor {ctx.executor_name})"
+    )
+    typer.echo(f"admin token (also in {home / 'admin-token'}):")
+    typer.echo(token)
+    typer.echo(f"  export COMMONS_URL={url} COMMONS_TOKEN=$(cat {home / 'admin-token'})")
+    uvicorn.run(create_app(context=ctx), host=host, port=port, log_level="warning", access_log=False)

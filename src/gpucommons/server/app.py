@@ -1,0 +1,104 @@
+"""The app factory: one FastAPI app with its store, policy, executor and scheduler.
+
+`create_app(settings)` migrates the database, loads the policy, and wires everything; the
+scheduler thread starts with the app (lifespan) and stops with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gpucommons import __version__
+from gpucommons.backends.local.accounts import TeamAccounts
+from gpucommons.backends.local.inventory import discover_inventory
+from gpucommons.backends.ports import Executor
+from gpucommons.server import web
+from gpucommons.server.auth import install_auth
+from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext, SystemClock
+from gpucommons.server.errors import install_error_handlers
+from gpucommons.server.executors import TimerExecutor, make_executor
+from gpucommons.server.metrics import Metrics
+from gpucommons.server.routers import cluster, health, tasks
+from gpucommons.server.services import policies, views
+from gpucommons.server.settings import Settings
+from gpucommons.server.workers.scheduler import Scheduler, TaskPaths
+from gpucommons.store.db import Database
+from gpucommons.store.migrate import upgrade
+
+
+def build_context(settings: Settings, executor: Executor | None = None) -> ServerContext:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    clock = SystemClock()
+    db = Database(settings.resolved_database_url())
+    upgrade(db)
+    policy, version = policies.load_at_startup(db, settings.policy, clock.now())
+    holder = PolicyHolder(policy, version)
+    if executor is None:
+        executor, executor_name = make_executor(settings, clock)
+    else:
+        executor_name = type(executor).__name__
+    local = executor_name == "local"
+    inventory = discover_inventory(policy) if local else None
+    accounts = TeamAccounts(settings.home, mode=settings.isolation_mode()) if local else None
+    metrics = Metrics()
+    scheduler = Scheduler(
+        db,
+        lambda: (holder.policy, holder.version),
+        executor,
+        clock,
+        TaskPaths(settings.home),
+        server_url=f"http://{settings.host}:{settings.port}",
+        tick_s=settings.scheduler_tick_s,
+        hooks=metrics,
+        inventory=inventory,
+        accounts=accounts,
+    )
+    if isinstance(executor, TimerExecutor):
+        executor.set_on_exit(scheduler.wake)
+    metrics.watch_state(lambda: views.gauges(scheduler))
+    return ServerContext(
+        settings=settings,
+        db=db,
+        policies=holder,
+        clock=clock,
+        seq=SeqAllocator(db),
+        executor=executor,
+        executor_name=executor_name,
+        metrics=metrics,
+        scheduler=scheduler,
+    )
+
+
+def create_app(settings: Settings | None = None, *, context: ServerContext | None = None) -> FastAPI:
+    ctx = context or build_context(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if ctx.settings.run_scheduler:
+            ctx.scheduler.start()
+        else:
+            ctx.scheduler.recover()
+        try:
+            yield
+        finally:
+            ctx.scheduler.stop()
+
+    app = FastAPI(
+        title="GPU Commons",
+        version=__version__,
+        description="Share one GPU cluster between many ML teams: quotas, borrowing, preemption, chargeback.",
+        lifespan=lifespan,
+    )
+    app.state.commons = ctx
+    app.state.db = ctx.db
+    app.state.policy = lambda: ctx.policies.policy
+    install_error_handlers(app)
+    install_auth(app)
+    app.include_router(health.router)
+    app.include_router(tasks.router)
+    app.include_router(cluster.router)
+    app.include_router(web.router)
+    return app

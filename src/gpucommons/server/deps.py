@@ -1,0 +1,43 @@
+"""FastAPI dependencies as `Annotated` aliases: the server context, a DB session, the caller.
+
+The caller is identity's `CurrentPrincipal` (bearer API token or session cookie); routes authorize
+with `identity.authz.authorize` and filter lists with `visible_teams`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from gpucommons.server.auth import CurrentPrincipal
+from gpucommons.server.context import ServerContext
+
+__all__ = ["ContextDep", "CurrentPrincipal", "SessionDep", "bearer_token"]
+
+
+def get_context(request: Request) -> ServerContext:
+    ctx = request.app.state.commons
+    assert isinstance(ctx, ServerContext)
+    return ctx
+
+
+ContextDep = Annotated[ServerContext, Depends(get_context)]
+
+
+def get_session(ctx: ContextDep) -> Iterator[Session]:
+    with ctx.db.session() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()

@@ -1,0 +1,116 @@
+"""Which executor runs tasks: real processes (`local`), or in-process timers for benchmarks (`timer`)."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import shlex
+import signal
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch
+from gpucommons.server.settings import Settings
+
+
+@dataclass
+class _Timer:
+    ends_at: float
+    status: ExitStatus
+
+
+class TimerExecutor:
+    """`ports.Executor` without processes: a task `sleep N` ends N seconds after its start.
+
+    Any other command ends at once with code 0. A signal ends a task at once (as a task that saves
+    on SIGTERM and exits would); SIGKILL likewise. One thread wakes the scheduler at each end, so
+    benchmarks measure the control plane (HTTP, store, engine), not process start-up.
+    """
+
+    def __init__(self, clock: Clock, on_exit: Callable[[], None] | None = None) -> None:
+        self._clock = clock
+        self._on_exit = on_exit
+        self._timers: dict[str, _Timer] = {}
+        self._heap: list[tuple[float, int]] = []
+        self._pids = itertools.count(1)
+        self._lock = threading.Condition()
+        self._thread = threading.Thread(target=self._wake_loop, name="commons-timer-executor", daemon=True)
+        self._thread.start()
+
+    def set_on_exit(self, on_exit: Callable[[], None]) -> None:
+        self._on_exit = on_exit
+
+    @staticmethod
+    def duration(command: tuple[str, ...]) -> float:
+        if len(command) == 1:
+            command = tuple(shlex.split(command[0]))
+        if len(command) >= 2 and command[0].rsplit("/", 1)[-1] == "sleep":
+            try:
+                return max(0.0, float(command[1]))
+            except ValueError:
+                return 0.0
+        return 0.0
+
+    def start(self, launch: Launch) -> Handle:
+        pid = next(self._pids)
+        marker = uuid.uuid4().hex
+        ends_at = self._clock.now() + self.duration(launch.command)
+        with self._lock:
+            self._timers[marker] = _Timer(ends_at, ExitStatus(code=0))
+            heapq.heappush(self._heap, (ends_at, pid))
+            self._lock.notify()
+        return Handle(task_id=launch.task_id, pid=pid, start_marker=marker)
+
+    def _end_now(self, handle: Handle, status: ExitStatus) -> None:
+        with self._lock:
+            timer = self._timers.get(handle.start_marker)
+            if timer is not None and timer.ends_at > self._clock.now():
+                timer.ends_at = self._clock.now()
+                timer.status = status
+                heapq.heappush(self._heap, (timer.ends_at, 0))
+                self._lock.notify()
+
+    def signal(self, handle: Handle, signum: int) -> None:
+        self._end_now(handle, ExitStatus(code=128 + signum))
+
+    def kill(self, handle: Handle) -> None:
+        self._end_now(handle, ExitStatus(code=None, signal=int(signal.SIGKILL)))
+
+    def poll(self, handle: Handle) -> ExitStatus | None:
+        with self._lock:
+            timer = self._timers.get(handle.start_marker)
+            if timer is None:
+                # Timers do not survive a restart: the attempt is gone as if killed.
+                return ExitStatus(code=None, signal=int(signal.SIGKILL))
+            return timer.status if timer.ends_at <= self._clock.now() else None
+
+    def is_alive(self, handle: Handle) -> bool:
+        return self.poll(handle) is None
+
+    def release(self, handle: Handle) -> None:
+        with self._lock:
+            self._timers.pop(handle.start_marker, None)
+
+    def _wake_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._heap:
+                    self._lock.wait()
+                due, _ = self._heap[0]
+                delay = due - self._clock.now()
+                if delay > 0:
+                    self._lock.wait(min(delay, 1.0))
+                    continue
+                heapq.heappop(self._heap)
+            if self._on_exit is not None:
+                self._on_exit()
+
+
+def make_executor(settings: Settings, clock: Clock) -> tuple[Executor, str]:
+    if settings.executor == "timer":
+        return TimerExecutor(clock), "timer"
+    from gpucommons.backends.local import LocalExecutor
+
+    return LocalExecutor(settings.home / "run"), "local"

@@ -1,0 +1,96 @@
+"""Prometheus metrics (`/metrics`): one registry per app, gauges read from the scheduler's state.
+
+Counters and the cycle-latency histogram are pushed by the scheduler's hooks; the per-team gauges
+are computed at scrape time from the engine's state, so they can never drift from what it decides on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gpucommons.engine.types import Decisions
+from gpucommons.server.workers.scheduler import SchedulerHooks
+
+
+@dataclass(frozen=True, slots=True)
+class TeamPoolGauge:
+    team: str
+    pool: str
+    used: int
+    borrowed: int
+    idle_quota: int
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeSnapshot:
+    team_pools: tuple[TeamPoolGauge, ...]
+    free_gpus: dict[str, int]
+    queue_length: dict[str, int]
+
+
+class _StateCollector(Collector):
+    def __init__(self, snapshot: Callable[[], GaugeSnapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snap = self._snapshot()
+        used = GaugeMetricFamily(
+            "commons_gpus_used", "GPUs held by the team's tasks", labels=["team", "pool"]
+        )
+        borrowed = GaugeMetricFamily(
+            "commons_gpus_borrowed", "GPUs the team holds above its nominal quota", labels=["team", "pool"]
+        )
+        idle = GaugeMetricFamily(
+            "commons_gpus_idle_quota", "Nominal GPUs of the team it is not using", labels=["team", "pool"]
+        )
+        for g in snap.team_pools:
+            used.add_metric([g.team, g.pool], g.used)
+            borrowed.add_metric([g.team, g.pool], g.borrowed)
+            idle.add_metric([g.team, g.pool], g.idle_quota)
+        free = GaugeMetricFamily("commons_pool_gpus_idle", "GPUs of the pool no task holds", labels=["pool"])
+        for pool, n in sorted(snap.free_gpus.items()):
+            free.add_metric([pool], n)
+        queue = GaugeMetricFamily("commons_queue_length", "Pending tasks per team", labels=["team"])
+        for team, n in sorted(snap.queue_length.items()):
+            queue.add_metric([team], n)
+        yield from (used, borrowed, idle, free, queue)
+
+
+class Metrics(SchedulerHooks):
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.admissions = Counter(
+            "commons_admissions", "Tasks admitted", ["team", "pool", "borrowing"], registry=self.registry
+        )
+        self.preemptions = Counter(
+            "commons_preemptions", "Preemptions issued", ["team", "reason"], registry=self.registry
+        )
+        self.cycle_seconds = Histogram(
+            "commons_scheduling_cycle_seconds",
+            "Duration of one scheduling cycle",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=self.registry,
+        )
+        self.http_requests = Counter(
+            "commons_http_requests", "API requests", ["method", "status"], registry=self.registry
+        )
+
+    def watch_state(self, snapshot: Callable[[], GaugeSnapshot]) -> None:
+        self.registry.register(_StateCollector(snapshot))
+
+    def cycle_done(self, seconds: float, decisions: Decisions) -> None:
+        self.cycle_seconds.observe(seconds)
+
+    def admitted(self, team: str, pool: str, borrowed_gpus: int) -> None:
+        self.admissions.labels(team, pool, "yes" if borrowed_gpus else "no").inc()
+
+    def preempted(self, team: str, reason: str) -> None:
+        self.preemptions.labels(team, reason).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

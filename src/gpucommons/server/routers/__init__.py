@@ -1,0 +1,1 @@
+"""Thin HTTP wrappers over `server.services`: parse, authorize, call one service, convert."""

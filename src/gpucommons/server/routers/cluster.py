@@ -1,0 +1,121 @@
+"""`/api/v1/teams`, `/api/v1/queue`, `/api/v1/usage`, `/api/v1/policy`."""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from sqlalchemy import select
+
+from gpucommons.api import schemas
+from gpucommons.identity.authz import Action, authorize, visible_teams
+from gpucommons.ledger.csv_io import write_usage_csv
+from gpucommons.ledger.interval import UsageInterval
+from gpucommons.server.deps import ContextDep, CurrentPrincipal
+from gpucommons.server.services import ledger, policies, views
+from gpucommons.store.models import TaskRow
+
+router = APIRouter(prefix="/api/v1", tags=["cluster"])
+
+TeamFilter = Annotated[str | None, Query(max_length=63)]
+
+
+@router.get("/teams", response_model=list[schemas.TeamSummary])
+def teams(ctx: ContextDep, who: CurrentPrincipal) -> list[schemas.TeamSummary]:
+    """Each team's quota, use, borrowing and queue (only the teams the caller may see)."""
+    return views.teams(ctx.scheduler, visible_teams(who, ctx.policies.policy, Action.TEAM_READ))
+
+
+@router.get("/queue", response_model=list[schemas.QueueEntry])
+def queue(ctx: ContextDep, who: CurrentPrincipal, team: TeamFilter = None) -> list[schemas.QueueEntry]:
+    """Pending tasks in the order the engine considers them, each with why it waits."""
+    visible = visible_teams(who, ctx.policies.policy)
+    if team is not None:
+        visible = visible & {team}
+    entries = views.queue(ctx.scheduler, visible, ctx.clock.now())
+    if entries:
+        with ctx.db.session() as session:
+            ids = [e.task_id for e in entries]
+            names = dict(
+                session.execute(select(TaskRow.id, TaskRow.name).where(TaskRow.id.in_(ids))).tuples()
+            )
+        for e in entries:
+            e.name = names.get(e.task_id, "")
+    return entries
+
+
+def _intervals(
+    ctx: ContextDep, who: CurrentPrincipal, start: datetime | None, end: datetime | None, team: str | None
+) -> list[UsageInterval]:
+    visible = visible_teams(who, ctx.policies.policy, Action.USAGE_READ)
+    if team is not None:
+        authorize(who, Action.USAGE_READ, team)
+        visible = visible & {team}
+    with ctx.db.session() as session:
+        return ledger.usage_intervals(
+            session,
+            visible,
+            start.timestamp() if start else None,
+            end.timestamp() if end else None,
+            ctx.clock.now(),
+        )
+
+
+FromQ = Annotated[datetime | None, Query(alias="from", description="Start of the window (ISO-8601)")]
+ToQ = Annotated[datetime | None, Query(alias="to", description="End of the window, exclusive")]
+
+
+@router.get("/usage", response_model=list[schemas.UsageInterval])
+def usage(
+    ctx: ContextDep, who: CurrentPrincipal, start: FromQ = None, end: ToQ = None, team: TeamFilter = None
+) -> list[schemas.UsageInterval]:
+    """Ledger intervals overlapping the window, cut at its edges; open ones end now (`running`)."""
+    return [
+        schemas.UsageInterval(
+            task_id=i.task_id,
+            team=i.team,
+            pool=i.pool,
+            gpus=i.gpus,
+            start=i.start,
+            end=i.end,
+            priority=i.priority,
+            borrowed_gpus=i.borrowed_gpus,
+            end_reason=i.end_reason.value,
+        )
+        for i in _intervals(ctx, who, start, end, team)
+    ]
+
+
+@router.get("/usage.csv", response_class=Response, responses={200: {"content": {"text/csv": {}}}})
+def usage_csv(
+    ctx: ContextDep, who: CurrentPrincipal, start: FromQ = None, end: ToQ = None, team: TeamFilter = None
+) -> Response:
+    """The same intervals as contract 4's CSV (`commons usage export`)."""
+    buffer = io.StringIO()
+    write_usage_csv(_intervals(ctx, who, start, end, team), buffer)
+    return Response(buffer.getvalue(), media_type="text/csv; charset=utf-8")
+
+
+@router.get("/policy", response_model=schemas.PolicyInfo)
+def get_policy(ctx: ContextDep, who: CurrentPrincipal) -> schemas.PolicyInfo:
+    authorize(who, Action.POLICY_READ)
+    with ctx.db.session() as session:
+        row = policies.current(session)
+        assert row is not None  # the server does not start without one
+        return policies.info(row, ctx.policies.policy, with_text=who.platform_admin)
+
+
+@router.put("/policy", response_model=schemas.PolicyInfo)
+def apply_policy(body: schemas.PolicyApply, ctx: ContextDep, who: CurrentPrincipal) -> schemas.PolicyInfo:
+    """Validate and apply a policy; running tasks keep running, the next cycle uses the new quotas."""
+    authorize(who, Action.POLICY_APPLY)
+    with ctx.scheduler.lock:
+        with ctx.db.session() as session:
+            policy, row = policies.apply(session, body.text, who.subject, ctx.clock.now(), body.dry_run)
+            out = policies.info(row, policy)
+        if not body.dry_run:
+            ctx.policies.replace(policy, row.id)
+    ctx.scheduler.wake()
+    return out

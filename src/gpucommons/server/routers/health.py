@@ -1,0 +1,30 @@
+"""`/healthz` and `/metrics` (Prometheus text format). Unauthenticated, as scrapers expect."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from gpucommons import __version__
+from gpucommons.api import schemas
+from gpucommons.server.deps import ContextDep
+from gpucommons.server.services.convert import utc_or_none
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=schemas.Health)
+def healthz(ctx: ContextDep) -> schemas.Health:
+    sched = ctx.scheduler
+    alive = sched.running or not ctx.settings.run_scheduler
+    return schemas.Health(
+        status="ok" if alive else "degraded",
+        version=__version__,
+        scheduler="running" if sched.running else "stopped",
+        executor=ctx.executor_name,
+        last_cycle_at=utc_or_none(sched.last_cycle_at),
+    )
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+def metrics(ctx: ContextDep) -> Response:
+    return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,149 @@
+"""`/api/v1/tasks`: submit, list, get, cancel, checkpoint, events, logs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
+
+from gpucommons.api import schemas
+from gpucommons.api.errors import NotFound
+from gpucommons.domain.task import TaskState
+from gpucommons.identity.authz import Action, authorize
+from gpucommons.server.auth import current_principal
+from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
+from gpucommons.server.services import convert
+from gpucommons.server.services import tasks as service
+from gpucommons.store.models import TaskRow
+
+router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
+
+StateName = Annotated[
+    str, Query(pattern="^(pending|admitted|running|preempting|succeeded|failed|cancelled)$")
+]
+
+
+@router.post("", status_code=201, response_model=schemas.Task)
+def submit(body: schemas.TaskSubmit, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+    now = ctx.clock.now()
+    with ctx.db.session() as session:
+        row = service.submit(session, ctx.policies.policy, body, who, now, ctx.seq.next())
+        out = convert.task(row)
+    ctx.scheduler.task_submitted(out.id)
+    return out
+
+
+@router.get("", response_model=list[schemas.Task])
+def list_tasks(
+    ctx: ContextDep,
+    who: CurrentPrincipal,
+    team: Annotated[str | None, Query(max_length=63)] = None,
+    state: Annotated[list[StateName] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
+) -> list[schemas.Task]:
+    with ctx.db.session() as session:
+        rows = service.list_tasks(session, ctx.policies.policy, who, team, state or (), limit)
+        return [convert.task(r) for r in rows]
+
+
+@router.get("/{task_id}", response_model=schemas.Task)
+def get_task(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+    with ctx.db.session() as session:
+        return convert.task(service.get_visible(session, ctx.policies.policy, task_id, who))
+
+
+@router.post("/{task_id}/cancel", response_model=schemas.Task)
+def cancel(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+    with ctx.scheduler.lock:
+        with ctx.db.session() as session:
+            row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CANCEL)
+            service.cancel(session, row, who, ctx.clock.now())
+            out = convert.task(row)
+        if out.state == TaskState.CANCELLED.value:
+            ctx.scheduler.forget_pending(task_id)
+    ctx.scheduler.wake()
+    return out
+
+
+@router.post("/{task_id}/checkpoint", response_model=schemas.Task)
+def checkpoint(
+    task_id: str, request: Request, ctx: ContextDep, body: schemas.CheckpointReport | None = None
+) -> schemas.Task:
+    """Report a saved checkpoint. The task itself may call this with the token in its environment."""
+    token = bearer_token(request)
+    with ctx.db.session() as session:
+        row = session.get(TaskRow, task_id)
+        if row is None or not service.is_task_token(row, token):
+            creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token) if token else None
+            who = current_principal(request, creds)
+            row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CHECKPOINT)
+        service.report_checkpoint(session, row, body or schemas.CheckpointReport(), ctx.clock.now())
+        out = convert.task(row)
+    ctx.scheduler.wake()
+    return out
+
+
+@router.get("/{task_id}/events", response_model=list[schemas.TaskEvent])
+def events(
+    task_id: str,
+    ctx: ContextDep,
+    who: CurrentPrincipal,
+    after: Annotated[int, Query(ge=0, description="Only events with a larger id")] = 0,
+) -> list[schemas.TaskEvent]:
+    with ctx.db.session() as session:
+        row = service.get_visible(session, ctx.policies.policy, task_id, who)
+        authorize(who, Action.EVENTS_READ, row.team)
+        return [convert.event(e) for e in service.events(session, task_id, after)]
+
+
+@router.get(
+    "/{task_id}/logs", response_class=StreamingResponse, responses={200: {"content": {"text/plain": {}}}}
+)
+def logs(
+    task_id: str,
+    ctx: ContextDep,
+    who: CurrentPrincipal,
+    follow: bool = False,
+    offset: Annotated[int, Query(ge=0, le=1 << 50)] = 0,
+) -> StreamingResponse:
+    """The task's output (every attempt, in order). With `follow`, streams until the task ends."""
+    with ctx.db.session() as session:
+        row = service.get_visible(session, ctx.policies.policy, task_id, who)
+        authorize(who, Action.LOGS_READ, row.team)
+    path = ctx.scheduler.paths.log(task_id)
+
+    def ended() -> bool:
+        with ctx.db.session() as session:
+            current = session.get(TaskRow, task_id)
+            if current is None:
+                raise NotFound(f"no task {task_id!r}")
+            return TaskState(current.state).is_terminal
+
+    async def stream() -> AsyncIterator[bytes]:
+        position = offset
+        while True:
+            finished = await asyncio.to_thread(ended) if follow else True
+            chunk = await asyncio.to_thread(_read_from, path, position)
+            while chunk:
+                position += len(chunk)
+                yield chunk
+                chunk = await asyncio.to_thread(_read_from, path, position)
+            if finished:
+                return
+            await asyncio.sleep(0.25)
+
+    return StreamingResponse(stream(), media_type="text/plain; charset=utf-8")
+
+
+def _read_from(path: Path, position: int, size: int = 1 << 16) -> bytes:
+    try:
+        with path.open("rb") as f:
+            f.seek(position)
+            return f.read(size)
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,84 @@
+"""Rows to wire schemas. Times go from epoch floats to UTC datetimes here and nowhere else."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gpucommons.api import schemas
+from gpucommons.store.models import TaskEventRow, TaskRow, UsageIntervalRow
+
+
+def utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def utc_or_none(ts: float | None) -> datetime | None:
+    return None if ts is None else utc(ts)
+
+
+def checkpoint_text(row: TaskRow) -> str | None:
+    if row.checkpoint_mode == "on-signal":
+        return "on-signal"
+    if row.checkpoint_mode == "every" and row.checkpoint_interval_s:
+        return f"every:{row.checkpoint_interval_s}s"
+    return None
+
+
+def task(row: TaskRow) -> schemas.Task:
+    return schemas.Task(
+        id=row.id,
+        seq=row.seq,
+        name=row.name,
+        team=row.team,
+        state=row.state,  # type: ignore[arg-type]
+        priority=row.priority_class,
+        priority_value=row.priority_value,
+        command=list(row.command),
+        gpus=row.gpus,
+        cpu_milli=row.cpu_milli,
+        memory_mib=row.memory_mib,
+        pool=row.pool_request,
+        assigned_pool=row.assigned_pool,
+        gpu_indices=list(row.gpu_indices or []),
+        borrowed_gpus=row.borrowed_gpus,
+        checkpoint=checkpoint_text(row),
+        submitted_at=utc(row.submitted_at),
+        queued_at=utc(row.queued_at),
+        admitted_at=utc_or_none(row.admitted_at),
+        started_at=utc_or_none(row.started_at),
+        finished_at=utc_or_none(row.finished_at),
+        restart_count=row.restart_count,
+        preemptions=row.preemptions,
+        exit_code=row.exit_code,
+        cancel_requested=row.cancel_requested,
+        last_checkpoint_at=utc_or_none(row.last_checkpoint_at),
+        lost_gpu_seconds=round(row.lost_gpu_seconds, 3),
+        message=row.message,
+        submitted_by=row.submitted_by,
+    )
+
+
+def event(row: TaskEventRow) -> schemas.TaskEvent:
+    return schemas.TaskEvent(
+        id=row.id,
+        task_id=row.task_id,
+        at=utc(row.at),
+        kind=row.kind,
+        from_state=row.from_state,
+        to_state=row.to_state,
+        message=row.message,
+    )
+
+
+def usage(row: UsageIntervalRow) -> schemas.UsageInterval:
+    return schemas.UsageInterval(
+        task_id=row.task_id,
+        team=row.team,
+        pool=row.pool,
+        gpus=row.gpus,
+        start=utc(row.start),
+        end=utc_or_none(row.end),
+        priority=row.priority,
+        borrowed_gpus=row.borrowed_gpus,
+        end_reason=row.end_reason,
+    )

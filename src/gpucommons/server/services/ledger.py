@@ -1,0 +1,89 @@
+"""Writing and reading the usage ledger (contract 4) in the store.
+
+An interval opens when a task is admitted (its GPUs are reserved from then on) and closes when the
+attempt ends — succeeded, failed, cancelled or preempted — at the time the process ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from gpucommons.ledger.interval import EndReason, UsageInterval
+from gpucommons.store.models import TaskRow, UsageIntervalRow
+
+
+def open_interval(session: Session, task: TaskRow, at: float) -> UsageIntervalRow:
+    row = UsageIntervalRow(
+        task_id=task.id,
+        team=task.team,
+        pool=task.assigned_pool or "",
+        gpus=task.gpus,
+        start=at,
+        end=None,
+        priority=task.priority_class,
+        borrowed_gpus=task.borrowed_gpus,
+        end_reason=EndReason.RUNNING.value,
+        lost_gpu_seconds=0.0,
+    )
+    session.add(row)
+    return row
+
+
+def close_interval(
+    session: Session, task: TaskRow, at: float, reason: EndReason, lost_gpu_s: float = 0.0
+) -> None:
+    """Close the task's open interval (if any) at `at`, never before it started."""
+    rows = session.scalars(
+        select(UsageIntervalRow).where(UsageIntervalRow.task_id == task.id, UsageIntervalRow.end.is_(None))
+    )
+    for row in rows:
+        row.end = max(at, row.start)
+        row.end_reason = reason.value
+        row.lost_gpu_seconds = lost_gpu_s
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def usage_intervals(
+    session: Session, teams: Collection[str], start: float | None, end: float | None, now: float
+) -> list[UsageInterval]:
+    """Intervals of `teams` overlapping `[start, end)`, cut at its edges; open ones end at `now`
+    (or at `end` when that is earlier) with end_reason `running`."""
+    query = select(UsageIntervalRow).where(UsageIntervalRow.team.in_(sorted(teams)))
+    if end is not None:
+        query = query.where(UsageIntervalRow.start < end)
+    if start is not None:
+        query = query.where(or_(UsageIntervalRow.end.is_(None), UsageIntervalRow.end > start))
+    query = query.order_by(UsageIntervalRow.start, UsageIntervalRow.id)
+    out: list[UsageInterval] = []
+    for row in session.scalars(query):
+        lo = row.start if start is None else max(row.start, start)
+        hi = row.end if row.end is not None else max(now, row.start)
+        reason = EndReason(row.end_reason)
+        if end is not None and hi > end:
+            hi = end
+            reason = EndReason.RUNNING if row.end is None or row.end > end else reason
+        if hi < lo:
+            continue
+        out.append(
+            UsageInterval(
+                task_id=row.task_id,
+                team=row.team,
+                pool=row.pool,
+                gpus=row.gpus,
+                start=_dt(lo),
+                end=_dt(hi),
+                priority=row.priority,
+                borrowed_gpus=row.borrowed_gpus,
+                end_reason=reason,
+                lost_gpu_hours=Decimal(str(round(row.lost_gpu_seconds / 3600, 6))),
+            )
+        )
+    return out

@@ -1,0 +1,191 @@
+"""Task use cases: submit, read, cancel, report a checkpoint.
+
+Anything that changes a task holding (or about to hold) resources runs under the scheduler's lock,
+so it never races the scheduling cycle; the scheduler is then woken to act on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpucommons.api import schemas
+from gpucommons.api.errors import Conflict, NotFound, ValidationFailed
+from gpucommons.domain.model import Policy, Team
+from gpucommons.domain.resources import Resources
+from gpucommons.domain.task import TaskState
+from gpucommons.identity.authz import Action, authorize, visible_teams
+from gpucommons.identity.principal import Principal
+from gpucommons.server.services.checkpoints import parse_checkpoint, require_declaration
+from gpucommons.server.services.lifecycle import record_event, switch_task_state
+from gpucommons.store.models import TaskEventRow, TaskRow
+
+LIVE_STATES = (TaskState.ADMITTED.value, TaskState.RUNNING.value, TaskState.PREEMPTING.value)
+
+
+def _invalid(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(message, {"errors": [{"field": field, "message": message}]})
+
+
+def _check_fits_somewhere(policy: Policy, team: Team, pools: Sequence[str], want: Resources) -> None:
+    """Refuse a request that no admission could ever satisfy (beyond capacity or the team's limit)."""
+    limits = []
+    for name in pools:
+        quota = team.quota(name)
+        if quota is None:
+            continue
+        most = quota.max_usage.min(policy.pool(name).capacity)
+        if want.fits_in(most):
+            return
+        limits.append(f"{most.describe()} in {name}")
+    raise _invalid(
+        "gpus",
+        f"team {team.name!r} may never hold {want.describe()}: the most it may hold is "
+        + ("; ".join(limits) or "nothing (no quota in any pool)"),
+    )
+
+
+def submit(
+    session: Session, policy: Policy, body: schemas.TaskSubmit, who: Principal, now: float, seq: int
+) -> TaskRow:
+    if not policy.has_team(body.team):
+        raise _invalid("team", f"unknown team {body.team!r}; teams: {', '.join(policy.team_names)}")
+    authorize(who, Action.TASK_SUBMIT, body.team)
+    team = policy.team(body.team)
+    try:
+        pclass = policy.priority_class(body.priority)
+    except KeyError:
+        names = ", ".join(c.name for c in policy.priority_classes)
+        raise _invalid("priority", f"unknown priority class {body.priority!r}; classes: {names}") from None
+    if body.pool is not None:
+        if not policy.has_pool(body.pool):
+            raise _invalid(
+                "pool", f"unknown pool {body.pool!r}; pools: {', '.join(p.name for p in policy.pools)}"
+            )
+        if team.quota(body.pool) is None:
+            raise _invalid("pool", f"team {team.name!r} has no quota in pool {body.pool!r}")
+    want = Resources(body.gpus, body.cpu_milli, body.memory_mib)
+    if not want.any_positive():
+        raise _invalid("gpus", "a task must request at least one GPU, CPU or some memory")
+    pools = [body.pool] if body.pool else [q.pool for q in team.quotas]
+    _check_fits_somewhere(policy, team, pools, want)
+    spec = parse_checkpoint(body.checkpoint)
+    require_declaration(spec, pclass)
+
+    row = TaskRow(
+        id="t" + secrets.token_hex(5),
+        seq=seq,
+        name=body.name or body.command[0].rsplit("/", 1)[-1][:200],
+        team=team.name,
+        state=TaskState.PENDING.value,
+        priority_class=pclass.name,
+        priority_value=pclass.value,
+        command=list(body.command),
+        gpus=body.gpus,
+        cpu_milli=body.cpu_milli,
+        memory_mib=body.memory_mib,
+        pool_request=body.pool,
+        checkpoint_mode=spec.mode.value,
+        checkpoint_interval_s=spec.interval_s,
+        submitted_by=who.subject,
+        submitted_at=now,
+        queued_at=now,
+        restart_count=0,
+        preemptions=0,
+        cancel_requested=False,
+        lost_gpu_seconds=0.0,
+        borrowed_gpus=0,
+        borrowed_cpu_milli=0,
+        borrowed_memory_mib=0,
+        placement=[],
+        gpu_indices=[],
+        message="waiting for the scheduler",
+    )
+    session.add(row)
+    session.flush()  # the event row references the task
+    record_event(
+        session, row, "submitted", now, f"submitted by {who.subject}", to_state=TaskState.PENDING.value
+    )
+    return row
+
+
+def get_visible(
+    session: Session, policy: Policy, task_id: str, who: Principal, action: Action = Action.TASK_READ
+) -> TaskRow:
+    """The task, or NotFound — also when it exists but belongs to a team the caller may not see."""
+    row = session.get(TaskRow, task_id)
+    if row is None or row.team not in visible_teams(who, policy, Action.TASK_READ):
+        raise NotFound(f"no task {task_id!r}")
+    authorize(who, action, row.team, owner=row.submitted_by)
+    return row
+
+
+def list_tasks(
+    session: Session,
+    policy: Policy,
+    who: Principal,
+    team: str | None = None,
+    states: Sequence[str] = (),
+    limit: int = 500,
+) -> list[TaskRow]:
+    teams = visible_teams(who, policy)
+    if team is not None:
+        if team not in teams:
+            return []
+        teams = frozenset({team})
+    query = select(TaskRow).where(TaskRow.team.in_(sorted(teams)))
+    if states:
+        query = query.where(TaskRow.state.in_(list(states)))
+    query = query.order_by(TaskRow.seq.desc()).limit(limit)
+    return list(session.scalars(query))
+
+
+def events(session: Session, task_id: str, after_id: int = 0) -> list[TaskEventRow]:
+    query = (
+        select(TaskEventRow)
+        .where(TaskEventRow.task_id == task_id, TaskEventRow.id > after_id)
+        .order_by(TaskEventRow.id)
+    )
+    return list(session.scalars(query))
+
+
+def cancel(session: Session, row: TaskRow, who: Principal, now: float) -> None:
+    """Pending tasks end at once; running ones are signalled by the scheduler and end when they exit."""
+    state = TaskState(row.state)
+    if state.is_terminal:
+        raise Conflict(f"task {row.id} has already ended ({state.value})", {"state": state.value})
+    if state is TaskState.PENDING:
+        row.finished_at = now
+        switch_task_state(session, row, TaskState.CANCELLED, now, f"cancelled by {who.subject}")
+        return
+    if not row.cancel_requested:
+        row.cancel_requested = True
+        record_event(session, row, "cancel_requested", now, f"cancel requested by {who.subject}")
+
+
+def hash_task_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def is_task_token(row: TaskRow, token: str | None) -> bool:
+    """True when `token` is the one handed to this task's current attempt."""
+    if not token or not row.task_token_hash:
+        return False
+    return hmac.compare_digest(hash_task_token(token), row.task_token_hash)
+
+
+def report_checkpoint(session: Session, row: TaskRow, body: schemas.CheckpointReport, now: float) -> None:
+    if row.state not in (TaskState.RUNNING.value, TaskState.PREEMPTING.value):
+        raise Conflict(
+            f"task {row.id} is {row.state}: only a running task can report a checkpoint", {"state": row.state}
+        )
+    row.last_checkpoint_at = now
+    row.checkpoint_warned_at = None
+    where = f" at {body.path}" if body.path else ""
+    note = f" ({body.note})" if body.note else ""
+    record_event(session, row, "checkpoint", now, f"checkpoint saved{where}{note}")

@@ -1,0 +1,104 @@
+"""Read models computed from the scheduler's live state: teams, the queue, metric gauges."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from gpucommons.api import schemas
+from gpucommons.domain.resources import UNLIMITED
+from gpucommons.engine.state import queue_key
+from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
+from gpucommons.server.workers.scheduler import Scheduler
+
+
+def _limit(value: int) -> int | None:
+    return None if value >= UNLIMITED else value
+
+
+def teams(scheduler: Scheduler, visible: Collection[str]) -> list[schemas.TeamSummary]:
+    out = []
+    with scheduler.lock:
+        state, policy = scheduler.state, scheduler.policy
+        for team in policy.teams:
+            if team.name not in visible:
+                continue
+            pools = []
+            for quota in team.quotas:
+                used = state.usage(team.name, quota.pool)
+                pools.append(
+                    schemas.TeamPool(
+                        pool=quota.pool,
+                        nominal_gpus=quota.nominal.gpus,
+                        borrow_limit_gpus=_limit(quota.borrow_limit.gpus),
+                        lend_limit_gpus=_limit(quota.lend_limit.gpus),
+                        used_gpus=used.gpus,
+                        borrowed_gpus=max(0, used.gpus - quota.nominal.gpus),
+                    )
+                )
+            pending = list(state.iter_pending(team.name))
+            out.append(
+                schemas.TeamSummary(
+                    name=team.name,
+                    cohort=team.cohort,
+                    pools=pools,
+                    nominal_gpus=sum(p.nominal_gpus for p in pools),
+                    used_gpus=sum(p.used_gpus for p in pools),
+                    borrowed_gpus=sum(p.borrowed_gpus for p in pools),
+                    pending_tasks=len(pending),
+                    pending_gpus=sum(t.resources.gpus for t in pending),
+                    running_tasks=state.running_count(team.name),
+                )
+            )
+    return out
+
+
+def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[schemas.QueueEntry]:
+    """Every pending task the caller may see, in the order the engine considers them."""
+    with scheduler.lock:
+        state = scheduler.state
+        everyone = sorted(state.iter_pending(), key=lambda t: (queue_key(t), t.team))
+        team_pos: dict[str, int] = {}
+        out = []
+        for position, task in enumerate(everyone, start=1):
+            team_pos[task.team] = team_pos.get(task.team, 0) + 1
+            if task.team not in visible:
+                continue
+            reason = scheduler.pending.get(task.id)
+            out.append(
+                schemas.QueueEntry(
+                    task_id=task.id,
+                    name="",
+                    team=task.team,
+                    priority=task.priority_class,
+                    gpus=task.resources.gpus,
+                    position=position,
+                    team_position=team_pos[task.team],
+                    waiting_seconds=round(max(0.0, now - task.queued_at), 3),
+                    reason_code=reason.code.value if reason else "",
+                    reason=reason.message if reason else "not yet considered by the scheduler",
+                )
+            )
+    return out
+
+
+def gauges(scheduler: Scheduler) -> GaugeSnapshot:
+    with scheduler.lock:
+        state, policy = scheduler.state, scheduler.policy
+        rows = []
+        for team in policy.teams:
+            for quota in team.quotas:
+                used = state.usage(team.name, quota.pool).gpus
+                rows.append(
+                    TeamPoolGauge(
+                        team=team.name,
+                        pool=quota.pool,
+                        used=used,
+                        borrowed=max(0, used - quota.nominal.gpus),
+                        idle_quota=max(0, quota.nominal.gpus - used),
+                    )
+                )
+        return GaugeSnapshot(
+            team_pools=tuple(rows),
+            free_gpus={p.name: state.free_gpus(p.name) for p in policy.pools},
+            queue_length={t: state.queue_length(t) for t in policy.team_names},
+        )

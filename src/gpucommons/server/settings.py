@@ -1,0 +1,50 @@
+"""The server's one settings class: environment variables `COMMONS_*`, overridable by `commons up` flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gpucommons.backends.local.accounts import IsolationMode, isolation_mode
+
+
+def default_home() -> Path:
+    return Path.home() / ".commons"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COMMONS_", extra="ignore")
+
+    #: Where the database, task logs, checkpoints, workspaces and the admin token live.
+    home: Path = Field(default_factory=default_home)
+    #: SQLAlchemy URL; default: SQLite (WAL) at `$COMMONS_HOME/commons.db`.
+    database_url: str | None = None
+    #: Policy file applied at startup (when it differs from the stored current policy).
+    policy: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    #: `local` runs tasks as real processes; `timer` fakes each `sleep N` task with an in-process
+    #: timer (for benchmarks of the control plane alone).
+    executor: Literal["local", "timer"] = "local"
+    #: The bootstrap admin token (created by `commons up` when absent).
+    admin_token: str | None = None
+    #: Longest the scheduler sleeps without an event: bounds exit polling and deadline enforcement.
+    scheduler_tick_s: float = Field(0.5, gt=0, le=60)
+    #: `accounts`: each team's tasks under its own Unix account (needs root); `logical`: all tasks as
+    #: the server's user; `auto`: accounts when running as root.
+    isolation: Literal["auto", "accounts", "logical"] = "auto"
+    #: Off in tests that drive cycles by hand.
+    run_scheduler: bool = True
+
+    def isolation_mode(self) -> IsolationMode:
+        if self.isolation == "auto":
+            return isolation_mode()
+        return IsolationMode(self.isolation)
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home / 'commons.db'}"

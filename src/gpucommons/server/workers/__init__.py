@@ -1,0 +1,1 @@
+"""Background work of the server: the scheduler loop and crash recovery."""

@@ -1,0 +1,91 @@
+"""Rows to the engine's and the executor's types, and the few rules about an attempt's end.
+
+Pure functions: the scheduler (and crash recovery) build engine requests, admissions and executor
+handles from stored rows through these and nothing else, so the live system maps tasks exactly the
+way the simulator does (seq = global submission sequence, queued_at = when it (re)entered the queue).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpucommons.backends.ports import ExitStatus, Handle
+from gpucommons.domain.model import Policy
+from gpucommons.domain.resources import Resources
+from gpucommons.domain.task import CheckpointMode, TaskState
+from gpucommons.engine.types import Admission, NodeSlice, TaskRequest
+from gpucommons.ledger.interval import EndReason
+from gpucommons.server.services.checkpoints import last_saved_at
+from gpucommons.store.models import TaskRow
+
+
+def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
+    try:
+        preemptible = policy.priority_class(row.priority_class).preemptible
+    except KeyError:  # the class left the policy: treat the task as an ordinary preemptible one
+        preemptible = True
+    return TaskRequest(
+        id=row.id,
+        team=row.team,
+        resources=Resources(row.gpus, row.cpu_milli, row.memory_mib),
+        priority=row.priority_value,
+        priority_class=row.priority_class,
+        seq=row.seq,
+        queued_at=row.queued_at,
+        pools=(row.pool_request,) if row.pool_request else (),
+        preemptible=preemptible,
+    )
+
+
+def admission_of(row: TaskRow) -> Admission:
+    placement = tuple(NodeSlice(int(node), tuple(int(i) for i in idx)) for node, idx in (row.placement or []))
+    return Admission(
+        pool=row.assigned_pool or "",
+        placement=placement,
+        borrowed=Resources(row.borrowed_gpus, row.borrowed_cpu_milli, row.borrowed_memory_mib),
+    )
+
+
+def pool_gpu_indices(admission: Admission, gpus_per_node: int) -> list[int]:
+    """GPU indices within the pool: node n's GPU i is n × gpus_per_node + i."""
+    return sorted(s.node * gpus_per_node + i for s in admission.placement for i in s.gpu_indices)
+
+
+def handle_of(row: TaskRow) -> Handle | None:
+    if row.pid is None or row.start_marker is None:
+        return None
+    return Handle(
+        task_id=row.id,
+        pid=row.pid,
+        start_marker=row.start_marker,
+        exit_file=Path(row.exit_file) if row.exit_file else None,
+    )
+
+
+def outcome(row: TaskRow, status: ExitStatus) -> tuple[TaskState, EndReason, str]:
+    """Where an ended attempt goes: back to the queue (preempted) or to a final state, and why."""
+    how = f"exit code {status.code}" if status.code is not None else f"signal {status.signal}"
+    if row.cancel_requested:
+        return TaskState.CANCELLED, EndReason.CANCELLED, f"cancelled; the process ended with {how}"
+    if row.stop_reason == "preempted":
+        return TaskState.PENDING, EndReason.PREEMPTED, f"preempted; the process ended with {how}; requeued"
+    if row.stop_reason == "max_runtime":
+        return TaskState.FAILED, EndReason.FAILED, f"stopped at its class's max_runtime ({how})"
+    if status.succeeded:
+        return TaskState.SUCCEEDED, EndReason.SUCCEEDED, "succeeded (exit code 0)"
+    return TaskState.FAILED, EndReason.FAILED, f"failed ({how})"
+
+
+def lost_gpu_seconds(row: TaskRow, ended_at: float) -> float:
+    """Work a preemption threw away: GPU-seconds from the last saved state to the stop signal.
+
+    A task that saves on signal and stopped within its grace period lost nothing; one that was
+    SIGKILLed, or that saves only periodically, lost what it did since its last reported checkpoint.
+    """
+    saved = last_saved_at(row.started_at, row.last_checkpoint_at)
+    stop_at = row.stop_requested_at if row.stop_requested_at is not None else ended_at
+    if saved is None or saved >= stop_at:
+        return 0.0
+    if row.checkpoint_mode == CheckpointMode.ON_SIGNAL.value and row.killed_at is None:
+        return 0.0
+    return (stop_at - saved) * row.gpus

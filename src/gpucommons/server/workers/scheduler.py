@@ -1,0 +1,599 @@
+"""The live scheduler: keep the engine's `ClusterState` in step with the store, decide, act.
+
+One thread runs `cycle()` whenever something happens (submit, exit, cancel, checkpoint, policy
+change — `wake()`) and at least every `tick` seconds (exit polling, grace-period deadlines). A cycle:
+
+1. take in newly submitted tasks and a new policy, if any;
+2. watch live attempts: settle the ones that ended, escalate stops (signal → grace → SIGKILL),
+   enforce max_runtime, start stops for cancel requests, warn about overdue checkpoints;
+3. `engine.decide(state, now, EngineConfig.commons())` — the same call the simulator makes;
+4. act: Admit → reserve GPUs (DB-unique), open the ledger interval, launch; Preempt → signal the
+   victim, which goes back to the queue when it has stopped.
+
+The store is the truth; the in-memory state mirrors it and is rebuilt from it at startup (crash
+recovery) or whenever a store write fails. Every change happens under `lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from gpucommons.backends.local.accounts import AccountError, TeamAccounts
+from gpucommons.backends.local.inventory import Inventory
+from gpucommons.backends.local.stopping import StopAction, StopPlan, next_stop_step, parse_signal
+from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch
+from gpucommons.domain.model import Policy, PriorityClass
+from gpucommons.domain.task import CheckpointMode, TaskState
+from gpucommons.engine import decide
+from gpucommons.engine.state import ClusterState
+from gpucommons.engine.types import Admit, Decisions, EngineConfig, Pending, Preempt
+from gpucommons.ledger.interval import EndReason
+from gpucommons.server.services.checkpoints import last_saved_at, unsaved_gpu_seconds
+from gpucommons.server.services.ledger import close_interval, open_interval
+from gpucommons.server.services.lifecycle import record_event, switch_task_state
+from gpucommons.server.services.tasks import LIVE_STATES, hash_task_token
+from gpucommons.server.workers.attempts import (
+    admission_of,
+    handle_of,
+    lost_gpu_seconds,
+    outcome,
+    pool_gpu_indices,
+    task_request,
+)
+from gpucommons.store.db import Database
+from gpucommons.store.models import GpuAllocationRow, TaskRow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPaths:
+    """Where a task's files live under $COMMONS_HOME."""
+
+    home: Path
+
+    def checkpoints(self, team: str, task_id: str) -> Path:
+        return self.home / "checkpoints" / team / task_id
+
+    def log(self, task_id: str) -> Path:
+        return self.home / "logs" / f"{task_id}.log"
+
+
+@dataclass
+class CycleStats:
+    admitted: int = 0
+    preempted: int = 0
+    ended: int = 0
+
+
+class SchedulerHooks:
+    """What the scheduler reports (metrics); the default does nothing."""
+
+    def cycle_done(self, seconds: float, decisions: Decisions) -> None:
+        pass
+
+    def admitted(self, team: str, pool: str, borrowed_gpus: int) -> None:
+        pass
+
+    def preempted(self, team: str, reason: str) -> None:
+        pass
+
+
+class Scheduler:
+    def __init__(
+        self,
+        db: Database,
+        policy: Callable[[], tuple[Policy, int]],
+        executor: Executor,
+        clock: Clock,
+        paths: TaskPaths,
+        *,
+        server_url: str = "",
+        tick_s: float = 0.5,
+        hooks: SchedulerHooks | None = None,
+        config: EngineConfig | None = None,
+        inventory: Inventory | None = None,
+        accounts: TeamAccounts | None = None,
+    ) -> None:
+        self.db = db
+        self._policy_source = policy
+        self.executor = executor
+        self.clock = clock
+        self.paths = paths
+        self.server_url = server_url
+        self.tick_s = tick_s
+        self.hooks = hooks or SchedulerHooks()
+        self.config = config or EngineConfig.commons()
+        #: Maps the engine's pool-wide GPU numbers to this machine's CUDA indices (None: identity).
+        self.inventory = inventory
+        #: Team accounts and workspaces (None: no files are prepared, e.g. the timer executor).
+        self.accounts = accounts
+        self.lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._inbox: deque[str] = deque()
+        policy_now, version = policy()
+        self.policy = policy_now
+        self._policy_version = version
+        self.state = ClusterState(policy_now)
+        #: Why each pending task waits, from the last cycle (the queue endpoint reads it).
+        self.pending: dict[str, Pending] = {}
+        self.last_cycle_at: float | None = None
+        self.cycles = 0
+
+    # --- lifecycle of the worker ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._run, name="commons-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def task_submitted(self, task_id: str) -> None:
+        """A new pending task is in the store: take it in at the next cycle (which starts now)."""
+        self._inbox.append(task_id)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.tick_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.cycle()
+            except Exception:
+                log.exception("scheduling cycle failed; rebuilding the state from the store")
+                with contextlib.suppress(Exception):
+                    self.rebuild()
+
+    # --- state from the store ---------------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Rebuild the engine's state from the store (startup, or after a failed write)."""
+        with self.lock:
+            policy, version = self._policy_source()
+            self.policy, self._policy_version = policy, version
+            state = ClusterState(policy)
+            self._inbox.clear()
+            with self.db.session() as session:
+                rows = session.scalars(
+                    select(TaskRow)
+                    .where(TaskRow.state.in_([TaskState.PENDING.value, *LIVE_STATES]))
+                    .order_by(TaskRow.seq)
+                ).all()
+                live = sorted((r for r in rows if r.state != TaskState.PENDING.value), key=_admitted_order)
+                for row in live:
+                    state.add_pending(task_request(row, policy))
+                    state.admit(row.id, admission_of(row), row.admitted_at or row.queued_at)
+                for row in rows:
+                    if row.state == TaskState.PENDING.value:
+                        state.add_pending(task_request(row, policy))
+                for row in live:
+                    if row.state == TaskState.PREEMPTING.value:
+                        state.mark_preempting(row.id, row.preempted_by)
+            self.state = state
+
+    def recover(self) -> None:
+        """After a restart: rebuild, requeue attempts that never started, then settle the dead.
+
+        Attempts whose processes still run are simply kept (their stops continue where they were);
+        attempts that ended while the server was down are settled by the next cycle from their exit
+        files, at the time the file was written, so ledger intervals close when the process ended.
+        """
+        now = self.clock.now()
+        with self.lock:
+            with self.db.session() as session:
+                never_started = session.scalars(
+                    select(TaskRow).where(TaskRow.state == TaskState.ADMITTED.value, TaskRow.pid.is_(None))
+                ).all()
+                for row in never_started:
+                    self._release_resources(session, row, now, EndReason.PREEMPTED, 0.0)
+                    row.queued_at = now
+                    switch_task_state(
+                        session, row, TaskState.PENDING, now, "the server stopped before launch; requeued"
+                    )
+                    _clear_attempt(row)
+            self.rebuild()
+        self.cycle()
+
+    # --- the cycle ----------------------------------------------------------------------------------
+
+    def cycle(self) -> CycleStats:
+        started = time.perf_counter()
+        stats = CycleStats()
+        with self.lock:
+            now = self.clock.now()
+            self._take_policy()
+            self._take_inbox()
+            stats.ended = self._watch(now)
+            decisions = decide(self.state, now, self.config)
+            self.pending = dict(decisions.pending)
+            for preempt in decisions.preempt:
+                stats.preempted += self._preempt(preempt, now)
+            for admit in decisions.admit:
+                stats.admitted += self._admit(admit, now)
+            self.last_cycle_at = now
+            self.cycles += 1
+        self.hooks.cycle_done(time.perf_counter() - started, decisions)
+        if stats.ended and not decisions.empty:
+            self._wake.set()
+        return stats
+
+    def _take_policy(self) -> None:
+        policy, version = self._policy_source()
+        if version != self._policy_version:
+            self.state.set_policy(policy)
+            self.policy, self._policy_version = policy, version
+
+    def _take_inbox(self) -> None:
+        if not self._inbox:
+            return
+        ids = []
+        while self._inbox:
+            ids.append(self._inbox.popleft())
+        with self.db.session() as session:
+            rows = session.scalars(select(TaskRow).where(TaskRow.id.in_(ids)).order_by(TaskRow.seq)).all()
+            for row in rows:
+                if row.state == TaskState.PENDING.value and self.state.pending(row.id) is None:
+                    self.state.add_pending(task_request(row, self.policy))
+
+    def forget_pending(self, task_id: str) -> None:
+        """A pending task was cancelled: take it out of its queue (caller holds `lock`)."""
+        if self.state.pending(task_id) is not None:
+            self.state.remove_pending(task_id)
+        with contextlib.suppress(ValueError):
+            self._inbox.remove(task_id)
+        self.pending.pop(task_id, None)
+
+    # --- watching live attempts ---------------------------------------------------------------------
+
+    def _watch(self, now: float) -> int:
+        ended = 0
+        with self.db.session() as session:
+            rows = session.scalars(select(TaskRow).where(TaskRow.state.in_(LIVE_STATES))).all()
+            for row in rows:
+                handle = handle_of(row)
+                if handle is None:
+                    continue
+                status = self.executor.poll(handle)
+                if status is not None:
+                    self._settle(session, row, handle, status, now)
+                    ended += 1
+                    continue
+                self._supervise(session, row, handle, now)
+        return ended
+
+    def _supervise(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
+        pclass = self._class(row.priority_class)
+        if row.stop_requested_at is None:
+            if row.cancel_requested:
+                self._begin_stop(session, row, handle, "cancelled", now, "cancel requested: stopping")
+            elif (
+                pclass is not None
+                and pclass.max_runtime_s is not None
+                and row.started_at is not None
+                and now - row.started_at >= pclass.max_runtime_s
+            ):
+                self._begin_stop(
+                    session,
+                    row,
+                    handle,
+                    "max_runtime",
+                    now,
+                    f"ran for its class's max_runtime ({pclass.max_runtime_s}s): stopping",
+                )
+        if row.stop_requested_at is not None and row.killed_at is None:
+            plan = self._stop_plan(row)
+            step = next_stop_step(plan, now, signal_sent=True, kill_sent=False)
+            if step.action is StopAction.KILL:
+                self.executor.kill(handle)
+                row.killed_at = now
+                record_event(session, row, "killed", now, f"grace period of {plan.grace_s:g}s over: SIGKILL")
+        self._checkpoint_watch(session, row, now)
+        if self.state.running(row.id) is not None:
+            saved = last_saved_at(row.started_at, row.last_checkpoint_at)
+            self.state.set_unsaved_work(
+                row.id, unsaved_gpu_seconds(row.checkpoint_mode, row.gpus, saved, now)
+            )
+
+    def _checkpoint_watch(self, session: Session, row: TaskRow, now: float) -> None:
+        """A task that declared `every:X` but reported nothing for 2X gets a warning event."""
+        if row.checkpoint_mode != CheckpointMode.EVERY.value or not row.checkpoint_interval_s:
+            return
+        if row.state != TaskState.RUNNING.value or row.started_at is None:
+            return
+        since = max(
+            x for x in (row.started_at, row.last_checkpoint_at, row.checkpoint_warned_at) if x is not None
+        )
+        if now - since >= 2 * row.checkpoint_interval_s:
+            row.checkpoint_warned_at = now
+            silent = now - (last_saved_at(row.started_at, row.last_checkpoint_at) or now)
+            record_event(
+                session,
+                row,
+                "warning",
+                now,
+                f"no checkpoint reported for {silent:.0f}s although the task declared "
+                f"every:{row.checkpoint_interval_s}s; a preemption now would lose that work",
+            )
+
+    def _class_signal(self, priority_class: str) -> int:
+        pclass = self._class(priority_class)
+        try:
+            return parse_signal(pclass.signal) if pclass is not None else int(signal.SIGTERM)
+        except ValueError:
+            return int(signal.SIGTERM)
+
+    def _class(self, name: str) -> PriorityClass | None:
+        try:
+            return self.policy.priority_class(name)
+        except KeyError:
+            return None
+
+    def _stop_plan(self, row: TaskRow) -> StopPlan:
+        issued = row.stop_requested_at if row.stop_requested_at is not None else self.clock.now()
+        grace = (row.stop_deadline - issued) if row.stop_deadline is not None else 0.0
+        return StopPlan(issued_at=issued, grace_s=grace, signum=self._class_signal(row.priority_class))
+
+    def _begin_stop(
+        self, session: Session, row: TaskRow, handle: Handle, reason: str, now: float, message: str
+    ) -> None:
+        pclass = self._class(row.priority_class)
+        grace = pclass.grace_period_s if pclass is not None else 30
+        row.stop_reason = reason
+        row.stop_requested_at = now
+        row.stop_deadline = now + grace
+        plan = self._stop_plan(row)
+        self.executor.signal(handle, plan.signum)
+        sig = signal.Signals(plan.signum).name
+        record_event(session, row, "signal", now, f"{message}; sent {sig}, SIGKILL after {grace}s")
+
+    # --- an attempt ended ------------------------------------------------------------------------
+
+    def _settle(self, session: Session, row: TaskRow, handle: Handle, status: ExitStatus, now: float) -> None:
+        ended_at = _ended_at(handle, now, row.started_at)
+        new_state, reason, message = outcome(row, status)
+        lost = lost_gpu_seconds(row, ended_at) if reason is EndReason.PREEMPTED else 0.0
+        self._release_resources(session, row, ended_at, reason, lost)
+        row.exit_code = (
+            status.code if status.code is not None else (-status.signal if status.signal else None)
+        )
+        if new_state is TaskState.PENDING:
+            row.lost_gpu_seconds += lost
+            if row.state != TaskState.PREEMPTING.value:
+                switch_task_state(session, row, TaskState.PREEMPTING, ended_at, "attempt ended; requeueing")
+            row.restart_count += 1
+            row.queued_at = ended_at
+            switch_task_state(
+                session,
+                row,
+                TaskState.PENDING,
+                ended_at,
+                message + (f"; lost {lost:.0f} GPU-s" if lost else ""),
+            )
+            _clear_attempt(row)
+            if self.state.running(row.id) is not None:
+                self.state.requeue(row.id, ended_at)
+        else:
+            row.finished_at = ended_at
+            switch_task_state(session, row, new_state, ended_at, message)
+            _clear_attempt(row, keep_placement=True)
+            if self.state.running(row.id) is not None:
+                self.state.finish(row.id, ended_at)
+        release = getattr(self.executor, "release", None)
+        if callable(release):
+            with contextlib.suppress(Exception):
+                release(handle)
+
+    def _release_resources(
+        self, session: Session, row: TaskRow, at: float, reason: EndReason, lost: float
+    ) -> None:
+        session.execute(delete(GpuAllocationRow).where(GpuAllocationRow.task_id == row.id))
+        close_interval(session, row, at, reason, lost)
+
+    # --- acting on decisions -----------------------------------------------------------------------
+
+    def _preempt(self, preempt: Preempt, now: float) -> int:
+        rt = self.state.running(preempt.victim_id)
+        if rt is None or rt.preempting:
+            return 0
+        with self.db.session() as session:
+            row = session.get(TaskRow, preempt.victim_id)
+            if row is None or row.state not in LIVE_STATES:
+                return 0
+            handle = handle_of(row)
+            row.preempted_by = preempt.preemptor_id
+            row.preemptions += 1
+            message = preempt.message or f"preempted for {preempt.preemptor_id} ({preempt.reason.value})"
+            if row.state != TaskState.PREEMPTING.value:
+                switch_task_state(session, row, TaskState.PREEMPTING, now, message)
+            if row.stop_requested_at is None and handle is not None:
+                self._begin_stop(session, row, handle, "preempted", now, message)
+            elif row.stop_reason is None:
+                row.stop_reason = "preempted"
+        self.state.mark_preempting(preempt.victim_id, preempt.preemptor_id)
+        self.hooks.preempted(rt.task.team, preempt.reason.value)
+        return 1
+
+    def _admit(self, admit: Admit, now: float) -> int:
+        request = self.state.pending(admit.task_id)
+        if request is None:
+            return 0
+        pool = self.policy.pool(admit.admission.pool)
+        gpu_indices = pool_gpu_indices(admit.admission, pool.gpus_per_node)
+        if len(gpu_indices) < request.resources.gpus:
+            gpu_indices = self._free_indices(
+                admit.admission.pool, pool.nodes * pool.gpus_per_node, request.resources.gpus
+            )
+        token = secrets.token_urlsafe(24)
+        # The engine's state first: it refuses a placement clash before the store is touched; if the
+        # store write then fails, the cycle's caller rebuilds the state from the store.
+        self.state.admit(admit.task_id, admit.admission, now)
+        with self.db.session() as session:
+            row = session.get(TaskRow, admit.task_id)
+            if row is None or row.state != TaskState.PENDING.value:
+                self.state.finish(admit.task_id, now)
+                return 0
+            borrowed = admit.admission.borrowed
+            row.assigned_pool = admit.admission.pool
+            row.placement = [[s.node, list(s.gpu_indices)] for s in admit.admission.placement]
+            row.gpu_indices = gpu_indices
+            row.borrowed_gpus, row.borrowed_cpu_milli, row.borrowed_memory_mib = (
+                borrowed.gpus,
+                borrowed.cpu_milli,
+                borrowed.memory_mib,
+            )
+            row.admitted_at = now
+            row.task_token_hash = hash_task_token(token)
+            note = f" (borrowing {borrowed.describe()})" if borrowed.any_positive() else ""
+            switch_task_state(
+                session, row, TaskState.ADMITTED, now, admit.message or f"admitted to {pool.name}{note}"
+            )
+            session.add_all(
+                GpuAllocationRow(pool=pool.name, gpu_index=i, task_id=row.id, allocated_at=now)
+                for i in gpu_indices
+            )
+            open_interval(session, row, now)
+            try:
+                launch: Launch | str = self._launch(row, token)
+            except (ValueError, OSError, AccountError) as exc:
+                launch = str(exc)
+        self.hooks.admitted(request.team, admit.admission.pool, admit.admission.borrowed.gpus)
+        if isinstance(launch, str):
+            self._fail_start(admit.task_id, now, launch)
+        else:
+            self._start(launch, now)
+        return 1
+
+    def _free_indices(self, pool: str, capacity: int, want: int) -> list[int]:
+        """Lowest free GPU indices of the pool, when the engine placed the task without indices."""
+        with self.db.session() as session:
+            taken = set(
+                session.scalars(select(GpuAllocationRow.gpu_index).where(GpuAllocationRow.pool == pool))
+            )
+        return [i for i in range(capacity) if i not in taken][:want]
+
+    def _launch(self, row: TaskRow, token: str) -> Launch:
+        """The attempt's launch: the team's workspace and account, its checkpoint dir, its env."""
+        if self.accounts is not None:
+            place = self.accounts.prepare_task(row.team, row.id)
+            workdir, ckpt, run_as = place.workdir, place.checkpoint_dir, place.run_as
+        else:
+            workdir, ckpt, run_as = self.paths.home, self.paths.checkpoints(row.team, row.id), None
+        log_path = self.paths.log(row.id)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            "COMMONS_TASK_ID": row.id,
+            "COMMONS_TEAM": row.team,
+            "COMMONS_CHECKPOINT_DIR": str(ckpt),
+            "COMMONS_RESTART_COUNT": str(row.restart_count),
+            "COMMONS_TOKEN": token,
+        }
+        if self.server_url:
+            env["COMMONS_URL"] = self.server_url
+        devices = tuple(row.gpu_indices)
+        if self.inventory is not None and row.assigned_pool and devices:
+            devices = self.inventory.device_indices(row.assigned_pool, devices)
+        return Launch(
+            task_id=row.id,
+            team=row.team,
+            command=tuple(row.command),
+            env=env,
+            workdir=workdir,
+            log_path=log_path,
+            gpu_indices=devices,
+            run_as=run_as,
+        )
+
+    def _start(self, launch: Launch, now: float) -> None:
+        with contextlib.suppress(OSError), launch.log_path.open("a") as f:
+            f.write(
+                f"--- commons: attempt {launch.env['COMMONS_RESTART_COUNT']} of {launch.task_id} starting\n"
+            )
+        try:
+            handle = self.executor.start(launch)
+        except Exception as exc:  # the executor says why; the task fails with that message
+            self._fail_start(launch.task_id, now, str(exc))
+            return
+        with self.db.session() as session:
+            row = session.get(TaskRow, launch.task_id)
+            if row is None:
+                return
+            row.pid = handle.pid
+            row.start_marker = handle.start_marker
+            row.exit_file = str(handle.exit_file) if handle.exit_file else None
+            row.log_path = str(launch.log_path)
+            row.started_at = now
+            switch_task_state(session, row, TaskState.RUNNING, now, f"started (pid {handle.pid})")
+
+    def _fail_start(self, task_id: str, now: float, reason: str) -> None:
+        log.warning("launch of %s failed: %s", task_id, reason)
+        with self.db.session() as session:
+            row = session.get(TaskRow, task_id)
+            if row is not None:
+                self._release_resources(session, row, now, EndReason.FAILED, 0.0)
+                row.finished_at = now
+                switch_task_state(session, row, TaskState.FAILED, now, f"could not start: {reason}")
+        self.state.finish(task_id, now)
+
+
+def _admitted_order(row: TaskRow) -> tuple[float, int]:
+    return (row.admitted_at or row.queued_at, row.seq)
+
+
+def _ended_at(handle: Handle, now: float, started_at: float | None) -> float:
+    """When the attempt ended: its exit file's time if there is one (exact even after a server
+    restart), else now."""
+    at = now
+    if handle.exit_file is not None:
+        with contextlib.suppress(OSError):
+            at = min(now, handle.exit_file.stat().st_mtime)
+    if started_at is not None:
+        at = max(at, started_at)
+    return at
+
+
+def _clear_attempt(row: TaskRow, keep_placement: bool = False) -> None:
+    """Forget the ended attempt's process and stop; keep where it ran for a finished task."""
+    if not keep_placement:
+        row.assigned_pool = None
+        row.placement = []
+        row.gpu_indices = []
+        row.borrowed_gpus = row.borrowed_cpu_milli = row.borrowed_memory_mib = 0
+    row.pid = None
+    row.start_marker = None
+    row.exit_file = None
+    row.task_token_hash = None
+    row.stop_reason = None
+    row.stop_requested_at = None
+    row.stop_deadline = None
+    row.killed_at = None
+    row.preempted_by = None
+    row.cancel_requested = row.cancel_requested and keep_placement
