@@ -28,6 +28,7 @@ from gpucommons.cli._client import fail, server_token, server_url
 from gpucommons.cli.doctor_checks import (
     Check,
     browser_check,
+    configured_isolation,
     database_check,
     default_home,
     disk_check,
@@ -140,7 +141,7 @@ def doctor(
     loaded = _load_policy(policy)
     home = home or default_home(os.environ)
     inventory = discover_inventory(loaded)
-    facts = gather_host_facts(loaded, home)
+    facts = gather_host_facts(loaded, home, configured_isolation(os.environ))
     report = assess_isolation(loaded, facts, inventory.source)
     checks = [
         isolation_check(facts.mode, facts.user),

@@ -37,6 +37,12 @@ def default_home(env: Mapping[str, str]) -> Path:
     return Path(env["COMMONS_HOME"]) if env.get("COMMONS_HOME") else Path.home() / ".commons"
 
 
+def configured_isolation(env: Mapping[str, str]) -> IsolationMode | None:
+    """`$COMMONS_ISOLATION` as the server reads it: `accounts`, `logical`, or auto (None: root decides)."""
+    value = env.get("COMMONS_ISOLATION", "auto").strip().lower()
+    return IsolationMode(value) if value in (IsolationMode.ACCOUNTS, IsolationMode.LOGICAL) else None
+
+
 def isolation_check(mode: IsolationMode, user: str) -> Check:
     if mode is IsolationMode.ACCOUNTS:
         if shutil.which("useradd") is None:

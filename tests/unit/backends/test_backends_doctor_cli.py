@@ -13,6 +13,7 @@ from gpucommons.backends.local.accounts import IsolationMode
 from gpucommons.backends.local.inventory import assign_devices, parse_nvidia_smi, virtual_inventory
 from gpucommons.cli import doctor_checks
 from gpucommons.cli.doctor_checks import (
+    configured_isolation,
     database_check,
     disk_check,
     inventory_checks,
@@ -119,3 +120,16 @@ def test_isolation_and_inventory_checks_say_what_they_found() -> None:
 def test_server_check_is_informational_when_nothing_answers() -> None:
     check = server_check("http://127.0.0.1:9", None)
     assert check.status == "info" and "no server answers" in check.detail
+
+
+def test_doctor_follows_the_isolation_the_server_is_configured_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMONS_ISOLATION", "logical")
+    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(tmp_path), "--json"])
+    report = json.loads(result.output)
+    assert report["isolation_mode"] == "logical"
+    assert all(t["account"] is None for t in report["teams"])
+    assert configured_isolation({"COMMONS_ISOLATION": "auto"}) is None
+    assert configured_isolation({}) is None
+    assert configured_isolation({"COMMONS_ISOLATION": "Accounts"}) is IsolationMode.ACCOUNTS
