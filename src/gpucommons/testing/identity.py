@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 from gpucommons.domain.model import IdentityConfig, Policy
 from gpucommons.identity.principal import Role
@@ -98,3 +100,35 @@ def live_server(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+SCIM_JSON = "application/scim+json"
+
+
+class ScimClient:
+    """A SCIM client for tests: paths relative to /scim/v2, SCIM media type, a scim token."""
+
+    def __init__(self, client: TestClient, token: str) -> None:
+        self.client = client
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": SCIM_JSON}
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.client.get(f"/scim/v2{path}", params=params, headers=self.headers)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.client.post(f"/scim/v2{path}", json=body, headers=self.headers)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.client.put(f"/scim/v2{path}", json=body, headers=self.headers)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.client.patch(f"/scim/v2{path}", json=body, headers=self.headers)
+
+    def delete(self, path: str) -> Any:
+        return self.client.delete(f"/scim/v2{path}", headers=self.headers)
+
+    def ok(self, response: Any, status: int = 200) -> dict[str, Any]:
+        assert response.status_code == status, response.text
+        assert response.headers["content-type"].startswith(SCIM_JSON)
+        body: dict[str, Any] = response.json()
+        return body
