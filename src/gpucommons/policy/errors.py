@@ -32,5 +32,8 @@ class PolicyError(ValueError):
         self.issues: tuple[PolicyIssue, ...] = tuple(issues)
         self.source = source
         count = len(self.issues)
+        if not count:  # raised by callers with only a message (e.g. "no policy stored yet")
+            super().__init__(source)
+            return
         lines = "\n".join(issue.format(source) for issue in self.issues)
         super().__init__(f"{source}: {count} problem{'s' if count != 1 else ''} in the policy\n{lines}")

@@ -16,8 +16,15 @@ from gpucommons.policy.yaml_source import Path, YamlDocument, format_path
 
 
 def user_path(loc: Iterable[str | int]) -> Path:
-    """Pydantic's error location without the union tags it inserts (`limit:number`, ...)."""
-    return tuple(part for part in loc if not (isinstance(part, str) and part in UNION_TAGS))
+    """Pydantic's error location without the union tags it inserts (`limit:number`, ...).
+
+    A bad mapping *key* comes as `(..., 1, "[key]")`: the key is a key, not a list index, so it is
+    shown as `quota.1`, not `quota[1]`.
+    """
+    parts = [part for part in loc if not (isinstance(part, str) and part in UNION_TAGS)]
+    if parts and parts[-1] == "[key]":
+        parts = [*parts[:-2], str(parts[-2])] if len(parts) > 1 else []
+    return tuple(parts)
 
 
 def schema_issues(error: ValidationError, doc: YamlDocument) -> list[PolicyIssue]:
@@ -49,6 +56,8 @@ def _sentence(detail: ErrorDetails, path: Path) -> str:
     if kind in ("bool_type", "bool_parsing"):
         return f"must be true or false, not {shown}"
     if kind == "string_type":
+        if detail["loc"] and detail["loc"][-1] == "[key]":
+            return f"a key must be text, not {shown} (put it in quotes)"
         return f"must be text, not {shown} (put it in quotes)"
     if kind == "string_too_short":
         return "must not be empty"

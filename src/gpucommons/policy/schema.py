@@ -42,8 +42,22 @@ NAME_HELP = (
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Text = Annotated[str, StringConstraints(min_length=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-NonNegativeDecimal = Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
+#: Far above any real cluster, far below the engine's UNLIMITED sentinel (2**60): a typo such as
+#: `nodes: 40000000000000` is refused instead of turning into "no limit".
+MAX_AMOUNT = 10**12
+
+
+def _not_a_boolean(value: Any) -> Any:
+    """YAML reads `yes`/`true` as booleans and pydantic would take them as 1: refuse them as numbers."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")
+    return value
+
+
+NonNegativeInt = Annotated[int, BeforeValidator(_not_a_boolean), Field(ge=0, le=MAX_AMOUNT)]
+NonNegativeDecimal = Annotated[
+    Decimal, BeforeValidator(_not_a_boolean), Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False)
+]
 
 Duration = Annotated[
     int,
@@ -104,7 +118,7 @@ class PriorityClassSpec(_Section):
     """A named priority and its rules (Kueue: a WorkloadPriorityClass)."""
 
     name: Name = Field(description="Unique class name, given at submit (`--priority training`).")
-    value: int = Field(
+    value: Annotated[int, BeforeValidator(_not_a_boolean)] = Field(
         ge=-(2**31),
         le=2**31 - 1,
         description="The priority: higher wins (admitted first, may preempt lower). A 32-bit integer, "
@@ -305,6 +319,7 @@ class PolicyFile(_Section):
     cluster: ClusterSpec = Field(description="The cluster and its node pools.")
     priority_classes: list[PriorityClassSpec] = Field(
         default_factory=lambda: [PriorityClassSpec(name="default", value=0)],
+        min_length=1,
         description="Priority classes; higher value wins. Default: one class `default` with value 0.",
     )
     default_priority_class: Name | None = Field(

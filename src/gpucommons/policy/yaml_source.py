@@ -74,7 +74,11 @@ class YamlDocument:
 
 def read_yaml(text: str) -> YamlDocument:
     """Compose `text` into data + line map. Syntax errors become issues with their line, never raise."""
-    loader = _ExactLoader(text)
+    try:
+        loader = _ExactLoader(text)
+    except yaml.reader.ReaderError as exc:  # a control character anywhere in the text
+        line = text.count("\n", 0, exc.position) + 1
+        return YamlDocument(data=None, issues=[PolicyIssue("", f"YAML error: {exc.reason}", line)])
     try:
         node = loader.get_single_node()
         if node is None:
@@ -87,10 +91,11 @@ def read_yaml(text: str) -> YamlDocument:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(part for part in (exc.context, exc.problem) if part)
-        return YamlDocument(
-            data=None,
-            issues=[PolicyIssue("", f"YAML syntax error: {what}", None if mark is None else mark.line + 1)],
-        )
+        where = None if mark is None else mark.line + 1
+        return YamlDocument(data=None, issues=[PolicyIssue("", f"YAML syntax error: {what}", where)])
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        return YamlDocument(data=None, issues=[PolicyIssue("", f"YAML error: {exc.reason}", line)])
     except yaml.YAMLError as exc:
         return YamlDocument(data=None, issues=[PolicyIssue("", f"YAML error: {exc}", None)])
     finally:

@@ -414,7 +414,7 @@ def test_empty_or_non_mapping_files_are_refused_plainly(text: str, words: str) -
 
 
 def test_missing_sections_are_named() -> None:
-    issues = issues_of("priority_classes: []\n")
+    issues = issues_of("scheduling: {}\n")
     assert {i.path for i in issues} == {"cluster", "teams"}
     assert all("is missing" in i.message for i in issues)
 
@@ -440,3 +440,28 @@ def test_policy_error_text_lists_file_line_path_and_message() -> None:
 def test_prices_are_read_exactly_from_the_text() -> None:
     text = MINIMAL.replace("price_per_gpu_hour: 2.50", "price_per_gpu_hour: 0.1")
     assert parse_policy(textwrap.dedent(text)).pool("h100").price_per_gpu_hour == Decimal("0.1")
+
+
+def test_control_character_is_a_yaml_error_with_its_line() -> None:
+    issues = issues_of(MINIMAL.replace("name: tiny", "name: ti\x1fny"))
+    assert len(issues) == 1 and issues[0].line == 2 and "special characters" in issues[0].message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "path", "words"),
+    [
+        ("{gpus: 8}", "{gpus: 8, borrow_limit: yes}", "teams[0].quota.h100.borrow_limit", "not true"),
+        ("nodes: 2", "nodes: 40000000000000", "cluster.pools[0].nodes", "at most 1000000000000"),
+        ("h100: {gpus: 8}", "1: {gpus: 8}", "teams[0].quota.1", "a key must be text"),
+    ],
+)
+def test_booleans_absurd_amounts_and_non_text_keys_are_refused(
+    old: str, new: str, path: str, words: str
+) -> None:
+    issue = issue_at(issues_of(MINIMAL.replace(old, new)), path)
+    assert words in issue.message
+
+
+def test_an_empty_list_of_priority_classes_is_refused() -> None:
+    issue = issue_at(issues_of(MINIMAL + "priority_classes: []\n"), "priority_classes")
+    assert "must not be empty" in issue.message
