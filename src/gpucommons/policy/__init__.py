@@ -1,7 +1,7 @@
 """The policy file (`commons.yaml`, contract 1): schema, loading with path-precise errors, JSON Schema.
 
-policy = load_policy("commons.yaml")     # -> gpucommons.domain.Policy, or PolicyError
-for issue in error.issues: issue.path, issue.line, issue.message
+`load_policy(path)` / `parse_policy(text)` return a frozen `gpucommons.domain.Policy` or raise
+`PolicyError`, whose `issues` (each `PolicyIssue(path, message, line)`) list every problem at once.
 """
 
 from gpucommons.policy.dump import dump_policy, policy_to_data
