@@ -1,0 +1,159 @@
+"""`commons up` as a real subprocess on a free port, and the `commons` CLI against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+TWO_TEAMS = """
+cluster:
+  name: e2e
+  pools:
+    - {name: gpu, gpu_type: H100, nodes: 1, gpus_per_node: 4, price_per_gpu_hour: 2.00}
+priority_classes:
+  - {name: normal, value: 100, grace_period: 3s}
+default_priority_class: normal
+teams:
+  - name: a
+    quota:
+      gpu: {gpus: 2}
+    preemption: {reclaim: any, within_team: lower_priority}
+  - name: b
+    quota:
+      gpu: {gpus: 2}
+    preemption: {reclaim: any, within_team: lower_priority}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Platform:
+    """One `commons up` process (restartable) and a CLI runner pointed at it."""
+
+    def __init__(self, home: Path, policy: Path, executor: str = "local") -> None:
+        self.home = home
+        self.policy = policy
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.executor = executor
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.token = ""
+        self.starts = 0
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(COMMONS_URL=self.url, COMMONS_TOKEN=self.token, COMMONS_ISOLATION="logical")
+        env.pop("COMMONS_HOME", None)
+        env.pop("COMMONS_DATABASE_URL", None)
+        return env
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.starts += 1
+        log = (self.home.parent / f"server-{self.starts}.log").open("wb")
+        argv = [
+            sys.executable,
+            "-m",
+            "gpucommons",
+            "up",
+            "--policy",
+            str(self.policy),
+            "--home",
+            str(self.home),
+        ]
+        argv += ["--port", str(self.port), "--tick", "0.2", "--executor", self.executor]
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"commons up exited with {self.proc.returncode}: {self.server_log()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    self.token = (self.home / "admin-token").read_text().strip()
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("commons up did not answer /healthz in time")
+
+    def server_log(self) -> str:
+        return (self.home.parent / f"server-{self.starts}.log").read_text(errors="replace")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "gpucommons", *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=60,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"commons {' '.join(args)} failed ({done.returncode}): {done.stderr}{done.stdout}"
+            )
+        return done
+
+    def submit(self, *args: str) -> str:
+        """`commons submit ...`: returns the id printed alone on the last line."""
+        return self.cli("submit", *args).stdout.strip().splitlines()[-1]
+
+    def task(self, task_id: str) -> dict[str, object]:
+        tasks = json.loads(self.cli("tasks", "--json", "--limit", "10000").stdout)
+        return next(t for t in tasks if t["id"] == task_id)
+
+    def api(self, path: str) -> object:
+        response = httpx.get(self.url + path, headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def wait(self, predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}\n{self.server_log()[-3000:]}")
+
+
+@pytest.fixture
+def platform_factory(tmp_path: Path) -> Iterator[Callable[..., Platform]]:
+    made: list[Platform] = []
+
+    def make(policy: str = TWO_TEAMS, executor: str = "local") -> Platform:
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text(policy)
+        platform = Platform(tmp_path / "home", policy_file, executor)
+        made.append(platform)
+        platform.start()
+        return platform
+
+    yield make
+    for p in made:
+        p.stop()
