@@ -144,7 +144,7 @@ def doctor(
     facts = gather_host_facts(loaded, home, configured_isolation(os.environ))
     report = assess_isolation(loaded, facts, inventory.source)
     checks = [
-        isolation_check(facts.mode, facts.user),
+        isolation_check(facts.mode, facts.user, facts.workspaces_blocked_by),
         *inventory_checks(inventory),
         database_check(os.environ.get("COMMONS_DATABASE_URL"), home),
         disk_check(home),

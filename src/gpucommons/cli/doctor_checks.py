@@ -43,8 +43,15 @@ def configured_isolation(env: Mapping[str, str]) -> IsolationMode | None:
     return IsolationMode(value) if value in (IsolationMode.ACCOUNTS, IsolationMode.LOGICAL) else None
 
 
-def isolation_check(mode: IsolationMode, user: str) -> Check:
+def isolation_check(mode: IsolationMode, user: str, blocked_by: str | None = None) -> Check:
     if mode is IsolationMode.ACCOUNTS:
+        if blocked_by is not None:
+            return Check(
+                "team accounts",
+                "fail",
+                f"{blocked_by} is closed to other users, so team accounts cannot reach their workspaces "
+                "and no task can start: use a home such as /var/lib/commons (--home, COMMONS_HOME)",
+            )
         if shutil.which("useradd") is None:
             return Check("team accounts", "fail", "running as root, but useradd is missing: install 'passwd'")
         return Check("team accounts", "ok", f"running as {user}: each team's tasks run under its own account")

@@ -16,6 +16,7 @@ from gpucommons.backends.local.accounts import (
     IsolationMode,
     TeamAccounts,
     account_name,
+    blocking_ancestor,
     isolation_mode,
 )
 
@@ -84,3 +85,23 @@ def test_useradd_failure_is_reported_with_its_message(tmp_path: Path) -> None:
 
 def test_isolation_mode_follows_the_effective_user() -> None:
     assert isolation_mode() is (IsolationMode.ACCOUNTS if os.geteuid() == 0 else IsolationMode.LOGICAL)
+
+
+def test_a_home_other_users_cannot_reach_is_refused_before_any_account_is_made(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    calls: list[Sequence[str]] = []
+
+    def record(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+
+    assert blocking_ancestor(closed / "home") is not None
+    teams = TeamAccounts(closed / "home", mode=IsolationMode.ACCOUNTS, run=record)
+    with pytest.raises(AccountError, match=r"closed to other users.*--home /var/lib/commons"):
+        teams.prepare_task("nlp", "t1")
+    assert calls == []
+
+
+def test_a_home_under_open_directories_is_reachable() -> None:
+    assert blocking_ancestor(Path("/usr/share/doc/example")) is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,8 +36,17 @@ def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COMMONS_DATABASE_URL", raising=False)
 
 
-def test_doctor_json_reports_every_team_the_inventory_and_the_checks(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(tmp_path), "--json"])
+@pytest.fixture
+def open_home() -> Iterator[Path]:
+    """A home team accounts could reach (pytest's tmp_path lies under a 0700 directory)."""
+    base = Path(tempfile.mkdtemp(prefix="commons-doctor-", dir="/tmp"))
+    base.chmod(0o711)
+    yield base / "home"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_doctor_json_reports_every_team_the_inventory_and_the_checks(open_home: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(open_home), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert [t["team"] for t in report["teams"]] == ["nlp", "vision", "recsys"]
@@ -50,8 +61,8 @@ def test_doctor_json_reports_every_team_the_inventory_and_the_checks(tmp_path: P
     assert "regulated data" in report["answer"]
 
 
-def test_doctor_tables_name_the_teams_and_the_answer(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(tmp_path)])
+def test_doctor_tables_name_the_teams_and_the_answer(open_home: Path) -> None:
+    result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(open_home)])
     assert result.exit_code == 0, result.output
     for text in ("SEPARATED FROM OTHER TEAMS BY", "nlp", "recsys", "Shared by every team", "Environment"):
         assert text in result.output
@@ -133,3 +144,18 @@ def test_doctor_follows_the_isolation_the_server_is_configured_with(
     assert configured_isolation({"COMMONS_ISOLATION": "auto"}) is None
     assert configured_isolation({}) is None
     assert configured_isolation({"COMMONS_ISOLATION": "Accounts"}) is IsolationMode.ACCOUNTS
+
+
+def test_a_home_team_accounts_cannot_reach_fails_the_doctor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check = isolation_check(IsolationMode.ACCOUNTS, "root", "/root")
+    assert check.status == "fail" and "/var/lib/commons" in check.detail
+    monkeypatch.setenv("COMMONS_ISOLATION", "accounts")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    args = ["doctor", "--policy", str(EXAMPLE), "--home", str(closed / "home"), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    accounts = next(c for c in json.loads(result.output)["checks"] if c["name"] == "team accounts")
+    assert accounts["status"] == "fail"

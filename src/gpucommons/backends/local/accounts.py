@@ -20,6 +20,7 @@ import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -127,6 +128,13 @@ class TeamAccounts:
         self.workspaces_root.mkdir(exist_ok=True)
         run_as: str | None = None
         if self.mode is IsolationMode.ACCOUNTS:
+            blocked = blocking_ancestor(self.home)
+            if blocked is not None:
+                raise AccountError(
+                    f"team accounts cannot reach their workspaces under {self.home}: {blocked} is closed "
+                    "to other users; start the server with a home they may cross (e.g. --home "
+                    f"/var/lib/commons) or allow it with chmod o+x {blocked}"
+                )
             run_as = self.ensure_account(team)
             # Team accounts must cross these to reach their workspace, but not list them.
             for path in (self.home, self.workspaces_root):
@@ -176,6 +184,21 @@ class TeamAccounts:
         except KeyError:
             return
         self._run(["groupdel", name])
+
+
+def blocking_ancestor(home: Path) -> Path | None:
+    """The first directory above `home` that other users may not cross (no o+x), if any.
+
+    Team accounts reach `<home>/workspaces/<team>` only if they may cross every directory above it;
+    the default home of root, /root/.commons, fails this (/root is 0700).
+    """
+    for ancestor in reversed(home.absolute().parents):
+        try:
+            if not ancestor.stat().st_mode & stat.S_IXOTH:
+                return ancestor
+        except OSError:
+            return ancestor
+    return None
 
 
 def _make_private_dirs(root: Path, parts: Sequence[str], owner: str | None) -> None:

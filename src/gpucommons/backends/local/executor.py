@@ -174,7 +174,7 @@ class LocalExecutor:
             if returncode is None:
                 # The runner writes the exit file just before it exits; until it is gone, it runs.
                 return None
-            del self._children[(handle.pid, handle.start_marker)]
+            self._children.pop((handle.pid, handle.start_marker), None)
             recorded = recorded or (read_exit_file(handle.exit_file) if handle.exit_file else None)
             return recorded or status_from_returncode(returncode)
         if recorded is not None:

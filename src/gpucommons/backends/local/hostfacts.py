@@ -12,7 +12,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucommons.backends.local.accounts import IsolationMode, TeamAccounts, isolation_mode
+from gpucommons.backends.local.accounts import (
+    IsolationMode,
+    TeamAccounts,
+    blocking_ancestor,
+    isolation_mode,
+)
 from gpucommons.domain.model import Policy
 
 #: Files of the server's home that must stay private to the server's user.
@@ -51,6 +56,8 @@ class HostFacts:
     proc_hidepid: bool
     #: Files of the server's home (database, admin token) that other accounts may read.
     exposed_files: tuple[str, ...]
+    #: With team accounts: a directory above the home that they cannot cross (tasks cannot start).
+    workspaces_blocked_by: str | None = None
 
 
 def path_facts(path: Path) -> PathFacts:
@@ -113,4 +120,13 @@ def gather_host_facts(policy: Policy, home: Path, mode: IsolationMode | None = N
     except KeyError:
         user = str(os.geteuid())
     devices = tuple(path_facts(Path(p)) for p in sorted(glob.glob("/dev/nvidia[0-9]*")))
-    return HostFacts(user, mode, tuple(teams), devices, _proc_hidepid(), _exposed(home))
+    blocked = blocking_ancestor(home) if mode is IsolationMode.ACCOUNTS else None
+    return HostFacts(
+        user,
+        mode,
+        tuple(teams),
+        devices,
+        _proc_hidepid(),
+        _exposed(home),
+        str(blocked) if blocked is not None else None,
+    )

@@ -17,6 +17,7 @@ Stdlib only, and quick to start: it runs once per attempt.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pwd
 import signal
@@ -123,10 +124,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in _SURVIVED:
         signal.signal(signum, _ignore)
     if os.getsid(0) != os.getpid():
-        # Started by hand rather than by the executor: become a session leader so the group is ours.
-        os.setsid()
+        # Started by hand rather than by the executor: become a session leader so the group is ours
+        # (impossible for a process group leader, e.g. a shell's foreground job).
+        with contextlib.suppress(OSError):
+            os.setsid()
     status = run_command(args.command, args.workdir, args.user)
-    reap_leftovers(os.getpid())
+    if os.getsid(0) == os.getpid():
+        # Only a session of our own may be swept: otherwise it is the caller's (a shell's) session.
+        reap_leftovers(os.getpid())
     try:
         write_exit_file(args.exit_file, status, time.time())
     except OSError as exc:
