@@ -20,7 +20,11 @@ from gpucommons.policy.errors import PolicyIssue
 Path = tuple[str | int, ...]
 
 
-class _ExactLoader(yaml.SafeLoader):
+#: libyaml's parser when PyYAML has it (about 10× faster on a policy with a thousand teams).
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _ExactLoader(_BaseLoader):  # type: ignore[valid-type,misc]
     """SafeLoader whose floats are `Decimal`s read from the text, never rounded through binary."""
 
 

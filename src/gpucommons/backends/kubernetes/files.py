@@ -32,7 +32,11 @@ def checked_render(policy: Policy, options: RenderOptions | None = None) -> list
     return objects
 
 
-class _NoAliasDumper(yaml.SafeDumper):
+#: libyaml's emitter when PyYAML has it (several times faster on large policies).
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _NoAliasDumper(_BaseDumper):  # type: ignore[valid-type,misc]
     """Shared sub-objects would otherwise come out as `&id001` anchors, which reviewers misread."""
 
     def ignore_aliases(self, data: Any) -> bool:
