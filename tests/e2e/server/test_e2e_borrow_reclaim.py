@@ -46,7 +46,8 @@ def test_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_from_its_checkpoi
         sys.executable,
         SCRIPT,
         str(notes),
-        "60",
+        "1200",
+        "0.002",
     )
     platform.wait(lambda: platform.task(borrower)["state"] == "running", what="the borrower to run")
     assert platform.task(borrower)["borrowed_gpus"] == 2
