@@ -32,17 +32,11 @@ export class ApiError extends Error {
     this.details = details;
   }
 
-  /** One line for a person; validation errors name each field that is wrong. */
+  /** One line for a person. The server's message already names each wrong field; list them only if it is empty. */
   get explanation() {
+    if (this.message) return this.message;
     const errors = Array.isArray(this.details?.errors) ? this.details.errors : [];
-    const lines = errors
-      .map((e) => {
-        if (typeof e === "string") return e;
-        const where = Array.isArray(e.loc) ? e.loc.filter((p) => p !== "body").join(".") : e.field || e.path;
-        return where ? `${where}: ${e.msg || e.message}` : e.msg || e.message;
-      })
-      .filter(Boolean);
-    return lines.length ? `${this.message} (${lines.join("; ")})` : this.message;
+    return errors.map((e) => (typeof e === "string" ? e : `${e.field || e.path || ""}: ${e.message || e.msg}`)).join("; ");
   }
 }
 

@@ -167,7 +167,8 @@ function updateStatus() {
   }
   const every = state.route?.view.refreshMs ?? DEFAULT_REFRESH_MS;
   const age = state.lastOk ? formatDuration((Date.now() - state.lastOk) / 1000) : "never";
-  els.status.textContent = state.paused || !every ? `Updated ${age} ago` : `Live · updated ${age} ago`;
+  const updated = `updated ${age} ago`;
+  els.status.textContent = state.paused ? `Paused · ${updated}` : every ? `Live · ${updated}` : `Updated ${age} ago`;
 }
 
 function renderNav(route) {
@@ -177,8 +178,8 @@ function renderNav(route) {
     ["#/submit", "Submit", submit],
     ["#/usage", "Usage & costs", usage],
   ];
-  // Finance and people in no team cannot submit anything: no need to offer them the form.
-  const canSubmit = !state.who || state.who.platform_admin || (state.who.teams || []).length > 0;
+  // Finance and people in no team see no task and submit none: no need to offer them those pages.
+  const inTeams = !state.who || state.who.platform_admin || (state.who.teams || []).length > 0;
   replace(
     els.nav,
     state.signedIn
@@ -186,7 +187,7 @@ function renderNav(route) {
           "ul",
           {},
           links
-            .filter(([, , view]) => view !== submit || canSubmit)
+            .filter(([, , view]) => inTeams || (view !== submit && view !== tasks))
             .map(([href, text, view]) =>
               h(
                 "li",
@@ -260,8 +261,8 @@ async function boot() {
   takeTokenFromFragment();
   els.pause.addEventListener("click", () => {
     state.paused = !state.paused;
+    // A toggle button: the label stays, aria-pressed (and its styling) says whether it is on.
     els.pause.setAttribute("aria-pressed", String(state.paused));
-    els.pause.textContent = state.paused ? "Resume auto-refresh" : "Pause auto-refresh";
     if (!state.paused && state.route) show();
     updateStatus();
   });

@@ -130,15 +130,50 @@ export async function loadSubmitOptions(api) {
   };
 }
 
-/** The month's chargeback (contract 5), or `{missing: true}` when this server has no chargeback yet. */
-export async function loadUsage(api, month) {
-  try {
-    const result = await api.get("/chargeback", { period: month });
-    return { result, missing: false };
-  } catch (e) {
-    if (e instanceof ApiError && e.status === 404 && e.code !== "not_found") return { missing: true };
-    throw e;
+/** `[start, end)` of a "YYYY-MM" month, as ISO-8601 UTC. */
+export function monthWindow(month) {
+  const [y, m] = month.split("-").map(Number);
+  const start = new Date(Date.UTC(y, m - 1, 1));
+  const end = new Date(Date.UTC(y, m, 1));
+  return { start: start.toISOString(), end: end.toISOString() };
+}
+
+/**
+ * GPU-hours per team in the month, from the ledger (contract 4 intervals, cut at the month's edges by
+ * the API; an open interval counts up to now), with the part above quota: what the usage page plots.
+ */
+export function gpuHoursByTeam(intervals, nowMs) {
+  const teams = new Map();
+  for (const i of intervals) {
+    const start = Date.parse(i.start);
+    const end = i.end ? Date.parse(i.end) : nowMs;
+    const hours = Math.max(0, end - start) / 3600000;
+    const t = teams.get(i.team) || { team: i.team, gpuHours: 0, borrowedHours: 0, tasks: new Set() };
+    t.gpuHours += hours * i.gpus;
+    t.borrowedHours += hours * (i.borrowed_gpus || 0);
+    t.tasks.add(i.task_id);
+    teams.set(i.team, t);
   }
+  return [...teams.values()]
+    .map((t) => ({ team: t.team, gpuHours: t.gpuHours, borrowedHours: t.borrowedHours, tasks: t.tasks.size }))
+    .sort((a, b) => a.team.localeCompare(b.team));
+}
+
+/**
+ * The month's GPU-hours per team (the caller's visible teams), and its chargeback (contract 5) when the
+ * server offers one (`chargeback: null` otherwise).
+ */
+export async function loadUsage(api, month) {
+  const window_ = monthWindow(month);
+  const [intervals, chargeback] = await Promise.all([
+    api.get("/usage", { from: window_.start, to: window_.end }).then(items),
+    api.get("/chargeback", { period: month }).catch((e) => {
+      // A month without usage is a 200 with no teams; a 404 means this server has no chargeback route.
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    }),
+  ]);
+  return { hours: gpuHoursByTeam(intervals, api.now()), chargeback };
 }
 
 export function invoiceUrl(base, month, team, format) {

@@ -4,6 +4,7 @@
 
 import { ApiError } from "../api.js";
 import { invoiceUrl, loadUsage } from "../data.js";
+import { quotaBar } from "../bars.js";
 import { h } from "../dom.js";
 import { formatHours, formatMoney, monthOf } from "../format.js";
 
@@ -38,12 +39,84 @@ export function header(ctx) {
 }
 
 export function render(data, ctx) {
-  if (data.missing) {
-    return [
-      h("p", { class: "empty" }, "This server has no chargeback endpoint yet; run ", h("code", {}, "commons chargeback"), " on the usage export."),
-    ];
-  }
-  const r = data.result;
+  return [
+    h(
+      "section",
+      { "aria-labelledby": "hours-heading" },
+      h("h2", { id: "hours-heading" }, `GPU-hours in ${data.month}`),
+      data.hours.length ? hoursTable(data.hours) : h("p", { class: "empty" }, "No GPU was used this month by the teams you may see."),
+    ),
+    h(
+      "section",
+      { "aria-labelledby": "costs-heading" },
+      h("h2", { id: "costs-heading" }, "Costs"),
+      data.chargeback
+        ? costs(data.chargeback, data.month, ctx)
+        : h(
+            "p",
+            { class: "empty" },
+            "This server does not compute costs yet; run ",
+            h("code", {}, "commons chargeback"),
+            " on ",
+            h("code", {}, "commons usage export"),
+            ".",
+          ),
+    ),
+  ];
+}
+
+function hoursTable(rows) {
+  const scale = Math.max(1e-9, ...rows.map((r) => r.gpuHours));
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "hours" },
+      h("caption", { class: "visually-hidden" }, "GPU-hours per team this month, with the part above quota"),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, "Team"),
+          h("th", { scope: "col", class: "bar-cell" }, "GPU-hours"),
+          h("th", { scope: "col", class: "num" }, "GPU-hours"),
+          h("th", { scope: "col", class: "num" }, "of which borrowed"),
+          h("th", { scope: "col", class: "num" }, "Tasks"),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        rows.map((r) =>
+          h(
+            "tr",
+            { dataset: { team: r.team } },
+            h("th", { scope: "row" }, r.team),
+            h(
+              "td",
+              { class: "bar-cell" },
+              quotaBar({
+                used: r.gpuHours,
+                borrowed: r.borrowedHours,
+                nominal: 0,
+                scale,
+                label: `${r.team}: ${formatHours(r.gpuHours)} GPU-hours, ${formatHours(r.borrowedHours)} of them borrowed`,
+              }),
+            ),
+            h("td", { class: "num", dataset: { col: "gpu-hours" } }, formatHours(r.gpuHours)),
+            h("td", { class: "num", dataset: { col: "borrowed-hours" } }, formatHours(r.borrowedHours)),
+            h("td", { class: "num" }, String(r.tasks)),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function costs(r, month, ctx) {
   const currency = r.currency || "USD";
   const teams = Object.entries(r.teams || {}).sort(([a], [b]) => a.localeCompare(b));
   const status = h("p", { class: "action-status", role: "status", "aria-live": "polite" });
@@ -63,7 +136,7 @@ export function render(data, ctx) {
           h(
             "table",
             { class: "costs" },
-            h("caption", {}, `Costs per team for ${data.month} (${currency})`),
+            h("caption", {}, `Costs per team for ${month} (${currency})`),
             h(
               "thead",
               {},
@@ -92,16 +165,16 @@ export function render(data, ctx) {
                   h(
                     "td",
                     { class: "nowrap" },
-                    invoiceButton(ctx, data.month, name, "html", "HTML", status),
+                    invoiceButton(ctx, month, name, "html", "HTML", status),
                     " ",
-                    invoiceButton(ctx, data.month, name, "pdf", "PDF", status),
+                    invoiceButton(ctx, month, name, "pdf", "PDF", status),
                   ),
                 ),
               ),
             ),
           ),
         )
-      : h("p", { class: "empty" }, "No usage recorded for this month."),
+      : h("p", { class: "empty" }, "No costs for this month."),
     status,
   ];
 }
