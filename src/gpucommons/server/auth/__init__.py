@@ -36,8 +36,21 @@ def create_bootstrap_admin_token(db: Database) -> str:
 
 
 def install_auth(app: FastAPI) -> None:
-    """Wire identity into the app: error handlers (401/403) and SCIM 2.0 at /scim/v2."""
+    """Wire identity into the app (the app factory calls this once, after its error handlers).
+
+    Adds: the 401/403 error handlers; the audit middleware (every mutating request); sign-in routes
+    (`/auth/*`, `/api/v1/auth/*`); `/api/v1/tokens` and `/api/v1/audit`; SCIM 2.0 at /scim/v2.
+    OpenID settings come from `app.state.oidc_settings` if set, else `COMMONS_OIDC_*`.
+    """
+    from gpucommons.server.auth import routes
+    from gpucommons.server.auth.audit import AuditMiddleware
+    from gpucommons.server.routers import audit, tokens
     from gpucommons.server.scim import mount_scim
 
     install_error_handlers(app)
+    app.add_middleware(AuditMiddleware, root=app)
+    app.include_router(routes.web)
+    app.include_router(routes.api)
+    app.include_router(tokens.router)
+    app.include_router(audit.router)
     mount_scim(app)
