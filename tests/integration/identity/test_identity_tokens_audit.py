@@ -69,7 +69,7 @@ def test_narrowed_user_token_cannot_widen(db: Database, client: TestClient, scim
 
 def test_bad_token_requests_are_refused_with_reasons(db: Database, client: TestClient) -> None:
     admin = create_bootstrap_admin_token(db)
-    cases = [
+    cases: list[tuple[dict[str, Any], int, str]] = [
         ({"name": "x"}, 422, "--user"),
         ({"name": "x", "role": "team_member"}, 422, "--team"),
         ({"name": "x", "role": "team_member", "team": "nope"}, 422, "unknown team"),
