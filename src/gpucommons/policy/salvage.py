@@ -68,8 +68,10 @@ class Parts:
 def salvage(data: dict[str, Any], error: ValidationError) -> Parts:
     """The parts of `data` that validate once the keys named in `error` are dropped."""
     bad: dict[Path, list[Path]] = defaultdict(list)
+    bad_top: set[Path] = set()
     for detail in error.errors(include_url=False):
         path = user_path(detail["loc"])
+        bad_top.add(path[:1])
         for prefix_len in (3, 2, 1):  # cluster.pools[i] / teams[i] / a section
             prefix = path[:prefix_len]
             if _is_item(prefix):
@@ -78,7 +80,8 @@ def salvage(data: dict[str, Any], error: ValidationError) -> Parts:
 
     cluster = data.get("cluster")
     raw_pools = cluster.get("pools") if isinstance(cluster, dict) else None
-    default_class = data.get("default_priority_class")
+    # A malformed default (`3`, `"bad name!"`) already has its schema error: no "unknown class" too.
+    default_class = None if ("default_priority_class",) in bad_top else data.get("default_priority_class")
     parts = Parts(
         pools=_items(raw_pools, ("cluster", "pools"), PoolSpec, bad),
         priority_classes=_items(data.get("priority_classes"), ("priority_classes",), PriorityClassSpec, bad),

@@ -465,3 +465,9 @@ def test_booleans_absurd_amounts_and_non_text_keys_are_refused(
 def test_an_empty_list_of_priority_classes_is_refused() -> None:
     issue = issue_at(issues_of(MINIMAL + "priority_classes: []\n"), "priority_classes")
     assert "must not be empty" in issue.message
+
+
+def test_a_malformed_default_class_gets_one_error_not_two() -> None:
+    issues = issues_of(MINIMAL + "default_priority_class: 'bad name!'\n")
+    assert [i.path for i in issues] == ["default_priority_class"]
+    assert "not a valid name" in issues[0].message
