@@ -20,7 +20,7 @@ from gpucommons.policy.durations import format_duration
 
 policy_app = typer.Typer(
     name="policy",
-    help="Check a policy file (commons.yaml) and print its JSON Schema.",
+    help="The policy file (commons.yaml): check it, print its JSON Schema, apply it to the server.",
     no_args_is_help=True,
 )
 app.add_typer(policy_app, name="policy")
@@ -82,8 +82,9 @@ def _print_summary(console: Console, source: str, policy: Policy) -> None:
         quotas.add_column(pool.name, justify="right")
     for team in policy.teams:
         cells = [_quota_cell(team.quota(pool.name)) for pool in policy.pools]
-        label = team.name + (" (dedicated)" if team.isolation is Isolation.DEDICATED else "")
-        quotas.add_row(label, team.cohort, *cells)
+        dedicated = team.isolation is Isolation.DEDICATED  # its own nodes: in no cohort
+        label = team.name + (" (dedicated)" if dedicated else "")
+        quotas.add_row(label, "—" if dedicated else team.cohort, *cells)
     used = [sum(t.nominal(p.name).gpus for t in policy.teams) for p in policy.pools]
     quotas.add_row(
         "Σ nominal / capacity",
