@@ -18,6 +18,7 @@ from gpucommons.backends.local.accounts import (
     account_name,
     blocking_ancestor,
     isolation_mode,
+    protect_server_files,
 )
 
 
@@ -105,3 +106,13 @@ def test_a_home_other_users_cannot_reach_is_refused_before_any_account_is_made(t
 
 def test_a_home_under_open_directories_is_reachable() -> None:
     assert blocking_ancestor(Path("/usr/share/doc/example")) is None
+
+
+def test_server_files_open_to_others_are_made_private(tmp_path: Path) -> None:
+    for name, mode in (("commons.db", 0o644), ("commons.db-wal", 0o644), ("admin-token", 0o600)):
+        (tmp_path / name).write_text("x")
+        (tmp_path / name).chmod(mode)
+    changed = protect_server_files(tmp_path)
+    assert sorted(p.name for p in changed) == ["commons.db", "commons.db-wal"]
+    for name in ("commons.db", "commons.db-wal", "admin-token"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600

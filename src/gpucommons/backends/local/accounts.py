@@ -33,6 +33,8 @@ MAX_ACCOUNT_LENGTH = 32
 WORKSPACE_MODE = 0o770
 #: The home and workspaces root may be crossed to reach one's own workspace, never listed.
 TRAVERSE_ONLY = 0o711
+#: Files of the server's home that only the server's user may read (database, bootstrap token).
+PRIVATE_FILES = ("commons.db", "commons.db-wal", "commons.db-shm", "admin-token")
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -136,9 +138,11 @@ class TeamAccounts:
                     f"/var/lib/commons) or allow it with chmod o+x {blocked}"
                 )
             run_as = self.ensure_account(team)
-            # Team accounts must cross these to reach their workspace, but not list them.
+            # Team accounts must cross these to reach their workspace, but not list them...
             for path in (self.home, self.workspaces_root):
                 os.chmod(path, TRAVERSE_ONLY)
+            # ... and once they can, the server's own files must be closed to them.
+            protect_server_files(self.home)
         _make_private_dirs(self.workspaces_root, (team,), run_as)
         return run_as
 
@@ -184,6 +188,21 @@ class TeamAccounts:
         except KeyError:
             return
         self._run(["groupdel", name])
+
+
+def protect_server_files(home: Path) -> list[Path]:
+    """Make the server's database and admin token readable by the server's user only; return the
+    files that were open to others. SQLite creates its -wal and -shm files with the database's mode
+    (0644 under the usual umask), and any account that can cross the home could read every team's
+    tasks from them."""
+    changed = []
+    for name in PRIVATE_FILES:
+        path = home / name
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_IMODE(path.lstat().st_mode) & 0o077 and not path.is_symlink():
+                os.chmod(path, 0o600)
+                changed.append(path)
+    return changed
 
 
 def blocking_ancestor(home: Path) -> Path | None:

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucommons.backends.local.accounts import (
+    PRIVATE_FILES,
     IsolationMode,
     TeamAccounts,
     blocking_ancestor,
     isolation_mode,
 )
 from gpucommons.domain.model import Policy
-
-#: Files of the server's home that must stay private to the server's user.
-PRIVATE_FILES = ("commons.db", "commons.db-wal", "admin-token")
 
 
 @dataclass(frozen=True, slots=True)
