@@ -10,6 +10,15 @@ function pct(value, scale) {
   return Math.max(0, Math.min(100, (100 * value) / scale));
 }
 
+function bar(cls, label, ...parts) {
+  return svg(
+    "svg",
+    { class: cls, role: "img", "aria-label": label, width: "100%", height: HEIGHT, preserveAspectRatio: "none" },
+    svg("title", {}, label),
+    ...parts,
+  );
+}
+
 function rect(cls, fromPct, widthPct) {
   if (widthPct <= 0) return null;
   return svg("rect", { class: cls, x: `${fromPct}%`, y: 0, width: `${widthPct}%`, height: HEIGHT });
@@ -25,10 +34,9 @@ export function quotaBar({ used, borrowed, nominal, scale, label }) {
   const ownedPct = pct(owned, scale);
   const borrowedPct = pct(borrowed, scale);
   const nominalPct = pct(nominal, scale);
-  return svg(
-    "svg",
-    { class: "bar", role: "img", "aria-label": label, width: "100%", height: HEIGHT, preserveAspectRatio: "none" },
-    svg("title", {}, label),
+  return bar(
+    "bar",
+    label,
     rect("bar-track", 0, 100),
     rect("bar-quota", 0, nominalPct),
     rect("bar-owned", 0, ownedPct),
@@ -45,10 +53,9 @@ export function poolBar({ owned, borrowed, capacity, label }) {
   const scale = capacity || owned + borrowed || 1;
   const ownedPct = pct(owned, scale);
   const borrowedPct = pct(borrowed, scale);
-  return svg(
-    "svg",
-    { class: "bar bar-pool", role: "img", "aria-label": label, width: "100%", height: HEIGHT, preserveAspectRatio: "none" },
-    svg("title", {}, label),
+  return bar(
+    "bar bar-pool",
+    label,
     rect("bar-idle", 0, 100),
     rect("bar-owned", 0, ownedPct),
     rect("bar-borrowed", ownedPct, borrowedPct),

@@ -50,3 +50,21 @@ export function svg(tag, attrs = {}, ...children) {
   }
   return el;
 }
+
+/**
+ * A table in a frame that scrolls sideways when the screen is narrow. `columns` are `[heading, class]`
+ * pairs (class optional); `rows` are `<tr>` nodes. The caption is for screen readers unless `showCaption`.
+ */
+export function table({ cls, caption, columns, rows, showCaption = false }) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: cls },
+      h("caption", { class: showCaption ? null : "visually-hidden" }, caption),
+      h("thead", {}, h("tr", {}, columns.map(([text, c]) => h("th", { scope: "col", class: c || null }, text)))),
+      h("tbody", {}, rows),
+    ),
+  );
+}

@@ -40,9 +40,11 @@ export function formatMoney(cents, currency = "USD") {
   }
 }
 
+/** GPU-hours: one decimal, two below 10 (so a few minutes on one GPU is not shown as nothing). */
 export function formatHours(hours) {
   if (hours === null || hours === undefined || !Number.isFinite(Number(hours))) return "–";
-  return Number(hours).toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 });
+  const digits = Math.abs(Number(hours)) < 10 ? 2 : 1;
+  return Number(hours).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
 export function plural(n, word, many = `${word}s`) {

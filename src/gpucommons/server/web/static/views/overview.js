@@ -3,7 +3,7 @@
 
 import { legend, poolBar, quotaBar } from "../bars.js";
 import { loadOverview } from "../data.js";
-import { h } from "../dom.js";
+import { h, table } from "../dom.js";
 import { plural } from "../format.js";
 
 export const title = "Overview";
@@ -104,30 +104,19 @@ function teamsTable(teams, pools) {
       );
     });
   }
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      { class: "teams" },
-      h("caption", { class: "visually-hidden" }, "GPU usage against nominal quota, per team and pool"),
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, "Team"),
-          h("th", { scope: "col" }, "Pool"),
-          h("th", { scope: "col", class: "bar-cell" }, "Usage vs quota"),
-          h("th", { scope: "col", class: "num wide-only" }, "GPUs used / quota"),
-          h("th", { scope: "col", class: "num wide-only" }, "Borrowed"),
-          h("th", { scope: "col", class: "num" }, "Queue"),
-        ),
-      ),
-      h("tbody", {}, rows),
-    ),
-  );
+  return table({
+    cls: "teams",
+    caption: "GPU usage against nominal quota, per team and pool",
+    columns: [
+      ["Team"],
+      ["Pool"],
+      ["Usage vs quota", "bar-cell"],
+      ["GPUs used / quota", "num wide-only"],
+      ["Borrowed", "num wide-only"],
+      ["Queue", "num"],
+    ],
+    rows,
+  });
 }
 
 function teamBar(team, tp, scale) {

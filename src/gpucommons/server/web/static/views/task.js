@@ -3,7 +3,7 @@
 
 import { ApiError } from "../api.js";
 import { cancelTask, LOG_TAIL_LINES, loadTask } from "../data.js";
-import { h } from "../dom.js";
+import { h, table } from "../dom.js";
 import { formatDuration, formatTime, isActiveState, joinCommand, plural, secondsSince } from "../format.js";
 import { reasonText, stateBadge } from "./tasks.js";
 
@@ -141,31 +141,18 @@ function timeAndAge(iso, now, suffix = "") {
 
 function eventsTable(events) {
   const sorted = [...events].sort((a, b) => (a.id ?? 0) - (b.id ?? 0));
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      { class: "events" },
-      h("caption", { class: "visually-hidden" }, "Task events, oldest first"),
+  return table({
+    cls: "events",
+    caption: "Task events, oldest first",
+    columns: [["Time"], ["Event"], ["Message"]],
+    rows: sorted.map((e) =>
       h(
-        "thead",
+        "tr",
         {},
-        h("tr", {}, h("th", { scope: "col" }, "Time"), h("th", { scope: "col" }, "Event"), h("th", { scope: "col" }, "Message")),
-      ),
-      h(
-        "tbody",
-        {},
-        sorted.map((e) =>
-          h(
-            "tr",
-            {},
-            h("td", { class: "nowrap" }, formatTime(e.at)),
-            h("td", {}, e.kind, e.to_state ? h("span", { class: "muted" }, ` ${e.from_state || "–"} → ${e.to_state}`) : null),
-            h("td", {}, e.message || ""),
-          ),
-        ),
+        h("td", { class: "nowrap" }, formatTime(e.at)),
+        h("td", {}, e.kind, e.to_state ? h("span", { class: "muted" }, ` ${e.from_state || "–"} → ${e.to_state}`) : null),
+        h("td", {}, e.message || ""),
       ),
     ),
-  );
+  });
 }

@@ -2,7 +2,7 @@
 // a table of every task with its state, team, GPUs, priority and age.
 
 import { loadTasks } from "../data.js";
-import { h } from "../dom.js";
+import { h, table } from "../dom.js";
 import { formatDuration, isActiveState, plural, secondsSince } from "../format.js";
 
 export const title = "Tasks";
@@ -123,32 +123,12 @@ export function reasonText(task) {
 }
 
 function tasksTable(tasks, now) {
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      { class: "tasks stack" },
-      h("caption", { class: "visually-hidden" }, "Tasks, newest first"),
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, "Task"),
-          h("th", { scope: "col" }, "State"),
-          h("th", { scope: "col" }, "Team"),
-          h("th", { scope: "col", class: "num" }, "GPUs"),
-          h("th", { scope: "col" }, "Pool"),
-          h("th", { scope: "col" }, "Priority"),
-          h("th", { scope: "col", class: "num" }, "Age"),
-          h("th", { scope: "col" }, "Note"),
-        ),
-      ),
-      h("tbody", {}, tasks.map((t) => taskRow(t, now))),
-    ),
-  );
+  return table({
+    cls: "tasks stack",
+    caption: "Tasks, newest first",
+    columns: [["Task"], ["State"], ["Team"], ["GPUs", "num"], ["Pool"], ["Priority"], ["Age", "num"], ["Note"]],
+    rows: tasks.map((t) => taskRow(t, now)),
+  });
 }
 
 function taskRow(task, now) {

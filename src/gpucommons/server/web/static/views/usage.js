@@ -1,11 +1,11 @@
-// Usage and costs: the month's chargeback (DESIGN contract 5) per team, with each team's invoice.
-// Invoices are fetched with the bearer token and handed to the browser as a download, because a plain
+// Usage and costs: each team's GPU-hours in a month from the ledger, and the month's chargeback (DESIGN
+// contract 5) per team with each team's invoice when the server computes costs. Invoices are fetched with the bearer token and handed to the browser as a download, because a plain
 // link cannot carry an Authorization header.
 
 import { ApiError } from "../api.js";
 import { invoiceUrl, loadUsage } from "../data.js";
 import { quotaBar } from "../bars.js";
-import { h } from "../dom.js";
+import { h, table } from "../dom.js";
 import { formatHours, formatMoney, monthOf } from "../format.js";
 
 export const title = "Usage and costs";
@@ -67,53 +67,32 @@ export function render(data, ctx) {
 
 function hoursTable(rows) {
   const scale = Math.max(1e-9, ...rows.map((r) => r.gpuHours));
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      { class: "hours" },
-      h("caption", { class: "visually-hidden" }, "GPU-hours per team this month, with the part above quota"),
+  return table({
+    cls: "hours",
+    caption: "GPU-hours per team this month, with the part above quota",
+    columns: [["Team"], ["GPU-hours", "bar-cell"], ["GPU-hours", "num"], ["of which borrowed", "num"], ["Tasks", "num"]],
+    rows: rows.map((r) =>
       h(
-        "thead",
-        {},
+        "tr",
+        { dataset: { team: r.team } },
+        h("th", { scope: "row" }, r.team),
         h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, "Team"),
-          h("th", { scope: "col", class: "bar-cell" }, "GPU-hours"),
-          h("th", { scope: "col", class: "num" }, "GPU-hours"),
-          h("th", { scope: "col", class: "num" }, "of which borrowed"),
-          h("th", { scope: "col", class: "num" }, "Tasks"),
+          "td",
+          { class: "bar-cell" },
+          quotaBar({
+            used: r.gpuHours,
+            borrowed: r.borrowedHours,
+            nominal: 0,
+            scale,
+            label: `${r.team}: ${formatHours(r.gpuHours)} GPU-hours, ${formatHours(r.borrowedHours)} of them borrowed`,
+          }),
         ),
-      ),
-      h(
-        "tbody",
-        {},
-        rows.map((r) =>
-          h(
-            "tr",
-            { dataset: { team: r.team } },
-            h("th", { scope: "row" }, r.team),
-            h(
-              "td",
-              { class: "bar-cell" },
-              quotaBar({
-                used: r.gpuHours,
-                borrowed: r.borrowedHours,
-                nominal: 0,
-                scale,
-                label: `${r.team}: ${formatHours(r.gpuHours)} GPU-hours, ${formatHours(r.borrowedHours)} of them borrowed`,
-              }),
-            ),
-            h("td", { class: "num", dataset: { col: "gpu-hours" } }, formatHours(r.gpuHours)),
-            h("td", { class: "num", dataset: { col: "borrowed-hours" } }, formatHours(r.borrowedHours)),
-            h("td", { class: "num" }, String(r.tasks)),
-          ),
-        ),
+        h("td", { class: "num", dataset: { col: "gpu-hours" } }, formatHours(r.gpuHours)),
+        h("td", { class: "num", dataset: { col: "borrowed-hours" } }, formatHours(r.borrowedHours)),
+        h("td", { class: "num" }, String(r.tasks)),
       ),
     ),
-  );
+  });
 }
 
 function costs(r, month, ctx) {
@@ -130,50 +109,41 @@ function costs(r, month, ctx) {
       h("div", { class: "stat" }, h("dt", {}, "Kept by the platform"), h("dd", {}, formatMoney(r.platform_cents, currency))),
     ),
     teams.length
-      ? h(
-          "div",
-          { class: "table-wrap" },
-          h(
-            "table",
-            { class: "costs" },
-            h("caption", {}, `Costs per team for ${month} (${currency})`),
+      ? table({
+          cls: "costs",
+          caption: `Costs per team for ${month} (${currency})`,
+          showCaption: true,
+          columns: [
+            ["Team"],
+            ["GPU-hours", "num"],
+            ["of which borrowed", "num"],
+            ["Direct", "num"],
+            ["Idle share", "num"],
+            ["Admin share", "num"],
+            ["Total", "num"],
+            ["Invoice"],
+          ],
+          rows: teams.map(([name, t]) =>
             h(
-              "thead",
-              {},
+              "tr",
+              { dataset: { team: name } },
+              h("th", { scope: "row" }, name),
+              h("td", { class: "num" }, formatHours(t.gpu_hours)),
+              h("td", { class: "num" }, formatHours(t.borrowed_gpu_hours)),
+              h("td", { class: "num" }, formatMoney(t.direct_cents, currency)),
+              h("td", { class: "num" }, formatMoney(t.idle_cents, currency)),
+              h("td", { class: "num" }, formatMoney(t.admin_cents, currency)),
+              h("td", { class: "num total" }, formatMoney(t.total_cents, currency)),
               h(
-                "tr",
-                {},
-                ["Team", "GPU-hours", "of which borrowed", "Direct", "Idle share", "Admin share", "Total", "Invoice"].map((c, i) =>
-                  h("th", { scope: "col", class: i > 0 && i < 7 ? "num" : null }, c),
-                ),
-              ),
-            ),
-            h(
-              "tbody",
-              {},
-              teams.map(([name, t]) =>
-                h(
-                  "tr",
-                  { dataset: { team: name } },
-                  h("th", { scope: "row" }, name),
-                  h("td", { class: "num" }, formatHours(t.gpu_hours)),
-                  h("td", { class: "num" }, formatHours(t.borrowed_gpu_hours)),
-                  h("td", { class: "num" }, formatMoney(t.direct_cents, currency)),
-                  h("td", { class: "num" }, formatMoney(t.idle_cents, currency)),
-                  h("td", { class: "num" }, formatMoney(t.admin_cents, currency)),
-                  h("td", { class: "num total" }, formatMoney(t.total_cents, currency)),
-                  h(
-                    "td",
-                    { class: "nowrap" },
-                    invoiceButton(ctx, month, name, "html", "HTML", status),
-                    " ",
-                    invoiceButton(ctx, month, name, "pdf", "PDF", status),
-                  ),
-                ),
+                "td",
+                { class: "nowrap" },
+                invoiceButton(ctx, month, name, "html", "HTML", status),
+                " ",
+                invoiceButton(ctx, month, name, "pdf", "PDF", status),
               ),
             ),
           ),
-        )
+        })
       : h("p", { class: "empty" }, "No costs for this month."),
     status,
   ];
