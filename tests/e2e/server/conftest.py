@@ -125,8 +125,12 @@ class Platform:
         return self.cli("submit", *args).stdout.strip().splitlines()[-1]
 
     def task(self, task_id: str) -> dict[str, object]:
+        return dict(self.api(f"/api/v1/tasks/{task_id}"))  # type: ignore[call-overload]
+
+    def states(self) -> dict[str, str]:
+        """Every task's state, from one `commons tasks --json` (the CLI's stable JSON list)."""
         tasks = json.loads(self.cli("tasks", "--json", "--limit", "10000").stdout)
-        return next(t for t in tasks if t["id"] == task_id)
+        return {t["id"]: t["state"] for t in tasks}
 
     def api(self, path: str) -> object:
         response = httpx.get(self.url + path, headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
