@@ -374,3 +374,17 @@ def test_the_log_is_private_to_the_server_even_if_it_existed_before(
     assert wait_for_exit(executor, executor.start(launch)).succeeded
     assert launch.log_path.stat().st_mode & 0o777 == 0o640
     assert launch.log_path.read_text() == "--- server note\n"
+
+
+def test_a_finished_attempt_is_never_signalled_again(
+    executor: LocalExecutor, make_launch: Callable[..., Launch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = executor.start(make_launch(("true",)))
+    assert wait_for_exit(executor, handle).succeeded
+    wait_until(lambda: read_stat(handle.pid) is None)
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: sent.append((pgid, sig)))
+    # Its pid may now name somebody else's process group: neither signal nor kill may reach it.
+    executor.signal(handle, signal.SIGTERM)
+    executor.kill(handle)
+    assert sent == []

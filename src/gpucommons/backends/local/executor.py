@@ -53,6 +53,10 @@ def _status_from_waitstatus(waitstatus: int) -> ExitStatus:
     return ExitStatus(code=os.WEXITSTATUS(waitstatus))
 
 
+def _recorded(handle: Handle) -> ExitStatus | None:
+    return read_exit_file(handle.exit_file) if handle.exit_file is not None else None
+
+
 #: Reported for an attempt whose wrapper vanished without recording a status (the group was
 #: SIGKILLed while no one was watching, or the machine rebooted): it did not finish on its own.
 LOST = ExitStatus(code=None, signal=int(signal.SIGKILL))
@@ -134,12 +138,15 @@ class LocalExecutor:
     # -- signalling ----------------------------------------------------------------------------
 
     def _owns_group(self, handle: Handle) -> bool:
-        """May we signal process group `handle.pid`? Yes while the runner is the process the marker
-        names (running or a zombie), and when the pid is free: Linux does not hand out a pid that is
-        still some group's id, so a group with a free leader pid is what is left of ours. No when the
-        pid now belongs to another process."""
+        """May we signal process group `handle.pid`?
+
+        Yes while the runner is the process the marker names (running or a zombie). Yes when the
+        pid is free and the runner left no exit file: it was killed, and Linux does not hand out a
+        pid that is still some group's id, so what is left of group `pid` is ours. No when the pid
+        belongs to another process, or the runner finished (it swept its session; a group with that
+        id now would be someone else's)."""
         if read_stat(handle.pid) is None:
-            return True
+            return not (handle.exit_file is not None and handle.exit_file.exists())
         return same_process(handle.pid, handle.start_marker) is not None
 
     def signal(self, handle: Handle, signum: int) -> None:
@@ -167,7 +174,6 @@ class LocalExecutor:
         return status
 
     def _observe(self, handle: Handle) -> ExitStatus | None:
-        recorded = read_exit_file(handle.exit_file) if handle.exit_file else None
         child = self._children.get((handle.pid, handle.start_marker))
         if child is not None:
             returncode = child.poll()
@@ -175,8 +181,8 @@ class LocalExecutor:
                 # The runner writes the exit file just before it exits; until it is gone, it runs.
                 return None
             self._children.pop((handle.pid, handle.start_marker), None)
-            recorded = recorded or (read_exit_file(handle.exit_file) if handle.exit_file else None)
-            return recorded or status_from_returncode(returncode)
+            return _recorded(handle) or status_from_returncode(returncode)
+        recorded = _recorded(handle)
         if recorded is not None:
             self._reap_if_our_zombie(handle)
             return recorded
@@ -187,9 +193,9 @@ class LocalExecutor:
         stat = same_process(handle.pid, handle.start_marker)
         if stat is not None and not stat.is_zombie:
             return None
-        reaped = self._reap_if_our_zombie(handle) if stat is not None else None
-        recorded = read_exit_file(handle.exit_file) if handle.exit_file else None
-        return recorded or reaped or LOST
+        reaped = self._reap_if_our_zombie(handle)
+        # Read after /proc: the runner may have written the file just before it exited.
+        return _recorded(handle) or reaped or LOST
 
     def _reap_if_our_zombie(self, handle: Handle) -> ExitStatus | None:
         """A runner that is still this process's child (e.g. a second executor in one process)."""
