@@ -97,11 +97,7 @@ def run_command(command: Sequence[str], workdir: Path, user: str | None) -> Exit
     except OSError as exc:
         print(f"commons: cannot start {command[0]!r}: {exc.strerror or exc}", file=sys.stderr, flush=True)
         return ExitStatus(code=NOT_EXECUTABLE)
-    while True:
-        try:
-            return status_from_returncode(proc.wait())
-        except KeyboardInterrupt:  # pragma: no cover - SIGINT is caught above; belt and braces
-            continue
+    return status_from_returncode(proc.wait())
 
 
 def reap_leftovers(own_pid: int, attempts: int = 50) -> None:
