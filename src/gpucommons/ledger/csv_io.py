@@ -41,6 +41,8 @@ LOST_WORK_COLUMN = "lost_gpu_hours"
 
 _REASONS = {r.value: r for r in EndReason}
 _ZERO = Decimal(0)
+#: Lost work is written to the micro-GPU-hour; allow that rounding above what the interval held.
+_LOST_ROUNDING_GPU_US = US_PER_HOUR // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +175,8 @@ def _lost_ok(lost: Decimal, gpus: int, start: datetime, end: datetime, reason: E
         return False
     if lost == 0:
         return True
-    return reason is EndReason.PREEMPTED and lost * US_PER_HOUR <= gpus * (to_us(end) - to_us(start))
+    held_us = gpus * (to_us(end) - to_us(start))
+    return reason is EndReason.PREEMPTED and lost * US_PER_HOUR <= held_us + _LOST_ROUNDING_GPU_US
 
 
 def _explain(
@@ -235,7 +238,7 @@ def _explain(
                 bad(LOST_WORK_COLUMN, f"lost work is counted only for preempted intervals, not {reason}")
             elif lost > 0 and gpus is not None and start is not None and end is not None and start <= end:
                 held = Decimal(gpus * (to_us(end) - to_us(start))) / US_PER_HOUR
-                if lost > held:
+                if lost * US_PER_HOUR > gpus * (to_us(end) - to_us(start)) + _LOST_ROUNDING_GPU_US:
                     bad(LOST_WORK_COLUMN, f"{text} GPU-hours is more than the interval held ({held:.6f})")
     if not issues:  # the fast path refused it for a reason the checks above do not name
         issues.append(LineIssue(line, "cannot read this row"))
