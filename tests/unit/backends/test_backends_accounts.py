@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from collections.abc import Sequence
@@ -79,9 +80,10 @@ def test_useradd_failure_is_reported_with_its_message(tmp_path: Path) -> None:
         return subprocess.CompletedProcess(list(argv), 9, "", "useradd: group 'x' already exists")
 
     teams = TeamAccounts(tmp_path, prefix="zz-no-such-", mode=IsolationMode.ACCOUNTS, run=failing)
-    if os.path.exists("/usr/sbin/useradd") or os.path.exists("/usr/bin/useradd"):
-        with pytest.raises(AccountError, match="already exists"):
-            teams.ensure_account("team")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not installed")
+    with pytest.raises(AccountError, match="already exists"):
+        teams.ensure_account("team")
 
 
 def test_isolation_mode_follows_the_effective_user() -> None:
@@ -116,3 +118,26 @@ def test_server_files_open_to_others_are_made_private(tmp_path: Path) -> None:
     assert sorted(p.name for p in changed) == ["commons.db", "commons.db-wal"]
     for name in ("commons.db", "commons.db-wal", "admin-token"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+
+
+def test_useradd_is_retried_while_the_password_file_is_locked(tmp_path: Path) -> None:
+    answers = iter(
+        [
+            (10, "useradd: cannot lock /etc/passwd; try again later."),
+            (10, "useradd: cannot lock /etc/passwd; try again later."),
+            (0, ""),
+        ]
+    )
+    calls: list[Sequence[str]] = []
+
+    def locked_twice(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        code, err = next(answers)
+        return subprocess.CompletedProcess(list(argv), code, "", err)
+
+    teams = TeamAccounts(tmp_path, prefix="zz-no-such-", mode=IsolationMode.ACCOUNTS, run=locked_twice)
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not installed")
+    assert teams.ensure_account("team") == "zz-no-such-team"
+    assert len(calls) == 3
+    assert calls[0][:4] == ["useradd", "--system", "--user-group", "--no-create-home"]

@@ -22,6 +22,7 @@ import re
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -31,6 +32,8 @@ DEFAULT_PREFIX = "commons-"
 #: Linux (useradd, utmp) refuses longer user names.
 MAX_ACCOUNT_LENGTH = 32
 WORKSPACE_MODE = 0o770
+#: Tries when useradd finds /etc/passwd locked by another account tool.
+USERADD_ATTEMPTS = 5
 #: The home and workspaces root may be crossed to reach one's own workspace, never listed.
 TRAVERSE_ONLY = 0o711
 #: Files of the server's home that only the server's user may read (database, bootstrap token).
@@ -157,26 +160,20 @@ class TeamAccounts:
                 "(install the 'passwd' package, or create the account yourself)"
             )
         nologin = shutil.which("nologin") or "/usr/sbin/nologin"
-        done = self._run(
-            [
-                "useradd",
-                "--system",
-                "--user-group",
-                "--no-create-home",
-                "--home-dir",
-                str(self.workspace(team)),
-                "--shell",
-                nologin,
-                "--comment",
-                f"GPU Commons team {team}",
-                name,
-            ]
+        argv = ["useradd", "--system", "--user-group", "--no-create-home"]
+        argv += ["--home-dir", str(self.workspace(team)), "--shell", nologin]
+        argv += ["--comment", f"GPU Commons team {team}", name]
+        for attempt in range(USERADD_ATTEMPTS):
+            done = self._run(argv)
+            if done.returncode == 0 or _exists(name):  # another process may have created it meanwhile
+                return name
+            # useradd locks /etc/passwd; another useradd (or adduser, passwd) holding it is transient.
+            if "lock" not in done.stderr.lower():
+                break
+            time.sleep(0.1 * (attempt + 1))
+        raise AccountError(
+            f"useradd could not create the account {name!r} for team {team!r}: {done.stderr.strip()}"
         )
-        if done.returncode != 0 and not _exists(name):  # another thread may have created it meanwhile
-            raise AccountError(
-                f"useradd could not create the account {name!r} for team {team!r}: {done.stderr.strip()}"
-            )
-        return name
 
     def remove_account(self, team: str) -> None:
         """Delete the team's account and its group (workspace files stay; for tests and teardown)."""
