@@ -38,3 +38,10 @@ import gpucommons.cli.teams  # noqa: E402,F401
 import gpucommons.cli.usage  # noqa: E402,F401
 import gpucommons.cli.policy_apply  # noqa: E402,F401
 import gpucommons.cli.doctor  # noqa: E402,F401
+import gpucommons.cli.login  # noqa: E402,F401
+import gpucommons.cli.token  # noqa: E402,F401
+import gpucommons.cli.audit  # noqa: E402,F401
+import gpucommons.cli.chargeback  # noqa: E402,F401
+import gpucommons.cli.simulate  # noqa: E402,F401
+import gpucommons.cli.whatif  # noqa: E402,F401
+import gpucommons.cli.bench  # noqa: E402,F401

@@ -1,0 +1,74 @@
+"""`commons audit`: who changed what, when, from where, and whether it worked (platform admins)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpucommons.api.identity import AuditEntry
+from gpucommons.cli._client import api, fail
+from gpucommons.cli.main import app
+from gpucommons.client.identity import IdentityApi
+from gpucommons.policy.durations import parse_duration
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """`2h`, `7d` (that long ago) or an ISO-8601 time (UTC if no zone is given)."""
+    try:
+        return now - timedelta(seconds=parse_duration(text))
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--since takes a duration (2h, 7d) or an ISO-8601 time, not {text!r}") from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+@app.command()
+def audit(
+    since: Annotated[str | None, typer.Option(help="Only entries since: 2h, 7d or 2026-11-30T09:00.")] = None,
+    actor: Annotated[str | None, typer.Option(help="Only this actor (a userName or token name).")] = None,
+    action: Annotated[
+        str | None, typer.Option(help="Only this action, or a prefix ending in * (token.*).")
+    ] = None,
+    outcome: Annotated[str | None, typer.Option(help="ok, denied or error.")] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=10_000, help="At most this many entries, newest first.")
+    ] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+) -> None:
+    """The audit log of mutating actions, newest first."""
+    try:
+        start = parse_since(since, datetime.now(UTC)) if since else None
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if outcome is not None and outcome not in ("ok", "denied", "error"):
+        raise fail(f"--outcome must be ok, denied or error, not {outcome!r}")
+    with api() as client:
+        rows = IdentityApi(client).audit(
+            since=start, actor=actor, action=action, outcome=outcome, limit=limit
+        )
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        return
+    console.print(_table(rows))
+
+
+def _table(rows: list[AuditEntry]) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for col in ("WHEN (UTC)", "ACTOR", "ACTION", "TARGET", "TEAM", "OUTCOME", "STATUS", "FROM"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"), r.actor or "(anonymous)", r.action,
+            r.target or "", r.team or "", r.outcome, str(r.status_code), r.remote_addr or "",
+        )  # fmt: skip
+    return table

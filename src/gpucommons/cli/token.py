@@ -1,0 +1,120 @@
+"""`commons token create|list|revoke`: API tokens (platform admins only).
+
+`create` prints what it made, then the token alone on its last line, so a script can take it with
+`commons token create --role scim --name okta | tail -1`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from gpucommons.api.identity import TokenCreate, TokenInfo
+from gpucommons.cli._client import api, fail
+from gpucommons.cli.main import app
+from gpucommons.client.identity import IdentityApi
+from gpucommons.policy.durations import DURATION_HELP, parse_duration
+
+token_app = typer.Typer(help="API tokens: create, list, revoke (platform admins).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+console = Console(highlight=False, soft_wrap=True)
+
+ROLES = ("platform_admin", "finance", "team_admin", "team_member", "scim")
+
+
+@token_app.command("create")
+def create(
+    name: Annotated[
+        str | None, typer.Option(help="A label for the token (default: the user or role).")
+    ] = None,
+    user: Annotated[str | None, typer.Option(help="Act as this directory user (userName or id).")] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(help=f"One of {', '.join(ROLES)}: the service token's role, or narrows --user's token."),
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="The team of a team_admin/team_member token.")] = None,
+    expires: Annotated[str | None, typer.Option(help=f"Lifetime: {DURATION_HELP}. Default: never.")] = None,
+) -> None:
+    """Create an API token; its secret is shown once, alone on the last line."""
+    if role is not None and role not in ROLES:
+        raise fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}")
+    try:
+        lifetime = parse_duration(expires) if expires is not None else None
+        body = TokenCreate(
+            name=name or user or role or "token",
+            user=user,
+            role=role,  # type: ignore[arg-type]
+            team=team,
+            expires_in_s=lifetime,
+        )
+    except (ValueError, ValidationError) as exc:
+        raise fail(_first_error(exc)) from None
+    with api() as client:
+        created = IdentityApi(client).create_token(body)
+    expiry = _when(created.expires_at) if created.expires_at else "never"
+    scope = created.role or "the user's directory roles"
+    typer.echo(f"created token {created.id} ({created.name}) for {created.subject}: {scope}", err=False)
+    typer.echo(f"expires: {expiry}. Shown once; store it now.")
+    typer.echo(created.token)
+
+
+@token_app.command("list")
+def list_tokens(
+    all_: Annotated[bool, typer.Option("--all", help="Include revoked tokens.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+) -> None:
+    """API tokens and sign-in sessions (never their secrets)."""
+    with api() as client:
+        rows = IdentityApi(client).tokens(include_revoked=all_)
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        return
+    console.print(_table(rows))
+
+
+@token_app.command("revoke")
+def revoke(token_id: Annotated[str, typer.Argument(help="The token's id (see commons token list).")]) -> None:
+    """Revoke a token: the next request made with it fails."""
+    with api() as client:
+        row = IdentityApi(client).revoke_token(token_id)
+    typer.echo(f"revoked token {row.id} ({row.name}) of {row.subject}")
+
+
+def _table(rows: list[TokenInfo]) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for col in (
+        "ID",
+        "NAME",
+        "KIND",
+        "SUBJECT",
+        "ROLE",
+        "TEAM",
+        "CREATED",
+        "EXPIRES",
+        "LAST USED",
+        "REVOKED",
+    ):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r.id, r.name, r.kind, r.subject, r.role or "(user's)", r.team or "", _when(r.created_at),
+            _when(r.expires_at), _when(r.last_used_at), _when(r.revoked_at),
+        )  # fmt: skip
+    return table
+
+
+def _when(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d %H:%M") if t is not None else ""
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+    return str(exc)
