@@ -1,0 +1,295 @@
+"""`commons chargeback` (file in, file out) and `commons chargeback compare`.
+
+    commons chargeback --policy P --usage U.csv --period 2026-11 [--bill B.csv] --out C.json
+    commons chargeback compare --policy P --usage U.csv --period 2026-11 [--out compare.json|.html]
+
+Pure file-in/file-out: no server. Every bad input ends with exit code 1 and a message naming the
+file, line and field (never a traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from gpucommons.chargeback import (
+    BillError,
+    ChargebackError,
+    ChargebackResult,
+    compute_chargeback,
+    read_bill_csv,
+)
+from gpucommons.chargeback.compare import Comparison, compare_models
+from gpucommons.chargeback.exports import (
+    comparison_to_json,
+    render_comparison_html,
+    render_invoice_html,
+    render_invoice_pdf,
+    to_csv,
+    to_focus_csv,
+    to_json,
+)
+from gpucommons.cli.main import app
+from gpucommons.domain.model import Policy
+from gpucommons.domain.money import format_cents
+from gpucommons.ledger import LedgerError, LineIssue, Period, PeriodError, UsageInterval, read_usage_csv
+from gpucommons.policy import PolicyError, load_policy
+
+FORMATS = ("json", "csv", "focus", "html", "pdf")
+
+chargeback_app = typer.Typer(
+    name="chargeback",
+    help="Who pays what, to the cent: chargeback from a policy and a usage ledger (no server needed).",
+)
+app.add_typer(chargeback_app, name="chargeback")
+
+# Piped output is not cut at 80 columns (rich's default without a terminal): tables stay whole.
+out_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="The policy file (commons.yaml).")]
+UsageOpt = Annotated[
+    Path | None, typer.Option("--usage", help="The usage ledger, contract 4's CSV (commons usage export).")
+]
+PeriodOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--period",
+        help="A month (2026-11), days FROM..TO (2026-11-01..2026-11-15, both included) or instants.",
+    ),
+]
+BillOpt = Annotated[
+    Path | None, typer.Option("--bill", help="What each pool really cost: CSV with the header pool,amount.")
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    err_console.print(f"error: {message}", markup=False)
+    return typer.Exit(1)
+
+
+def _issues(path: Path, issues: tuple[LineIssue, ...], what: str, truncated: bool = False) -> typer.Exit:
+    for issue in issues:
+        where = f"{path}:{issue.line}: " + (f"{issue.column}: " if issue.column else "")
+        err_console.print(where + issue.message, markup=False)
+    more = " (and more after these)" if truncated else ""
+    return _fail(f"{path}: {what} refused, {len(issues)} bad line(s){more}")
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _fail(f"{path}: no such {what} file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(f"{path}: cannot read the {what} file: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    policy: Policy
+    intervals: list[UsageInterval]
+    period: Period
+    bill: dict[str, Decimal]
+
+
+def _load(policy: Path | None, usage: Path | None, period: str | None, bill: Path | None) -> _Inputs:
+    missing = [
+        name
+        for name, value in (("--policy", policy), ("--usage", usage), ("--period", period))
+        if value is None
+    ]
+    if missing:
+        raise _fail(f"missing {', '.join(missing)} (see commons chargeback --help)")
+    assert policy is not None and usage is not None and period is not None
+    try:
+        the_period = Period.parse(period)
+    except PeriodError as exc:
+        raise _fail(f"--period: {exc}") from None
+    try:
+        the_policy = load_policy(policy)
+    except PolicyError as error:
+        for issue in error.issues:
+            err_console.print(issue.format(error.source), markup=False)
+        raise _fail(f"{error.source}: policy refused ({len(error.issues)} problem(s))") from None
+    pools = [p.name for p in the_policy.pools]
+    try:
+        with usage.open(encoding="utf-8", newline="") as file:
+            intervals = read_usage_csv(file, pools=pools)
+    except FileNotFoundError:
+        raise _fail(f"{usage}: no such usage ledger file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(f"{usage}: cannot read the usage ledger: {exc}") from None
+    except LedgerError as error:
+        raise _issues(usage, error.issues, "usage ledger", error.truncated) from None
+    amounts: dict[str, Decimal] = {}
+    if bill is not None:
+        try:
+            amounts = read_bill_csv(_read_text(bill, "bill").splitlines(), pools=pools)
+        except BillError as error:
+            raise _issues(bill, error.issues, "bill") from None
+    return _Inputs(the_policy, intervals, the_period, amounts)
+
+
+def _write(out: Path | None, data: str | bytes) -> None:
+    if out is None:
+        if isinstance(data, bytes):
+            if sys.stdout.isatty():
+                raise _fail("a PDF is binary: write it to a file with --out invoice.pdf")
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            typer.echo(data, nl=False)
+        return
+    try:
+        if isinstance(data, bytes):
+            out.write_bytes(data)
+        else:
+            out.write_text(data, encoding="utf-8")
+    except OSError as exc:
+        raise _fail(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
+def render(result: ChargebackResult, fmt: str, team: str | None) -> str | bytes:
+    """The result in one of `FORMATS` (html and pdf are one team's invoice)."""
+    if fmt == "json":
+        return to_json(result)
+    if fmt == "csv":
+        return to_csv(result)
+    if fmt == "focus":
+        return to_focus_csv(result)
+    if team is None:
+        raise _fail(f"--format {fmt} is one team's invoice: name the team with --team")
+    if not result.has_team(team):
+        raise _fail(f"no team {team!r} in this chargeback (teams: {', '.join(t.team for t in result.teams)})")
+    return render_invoice_html(result, team) if fmt == "html" else render_invoice_pdf(result, team)
+
+
+def _money(cents: int) -> str:
+    return f"{Decimal(cents).scaleb(-2):,.2f}"
+
+
+def _summary(result: ChargebackResult, console: Console) -> None:
+    cur = result.currency
+    table = Table(
+        title=f"Chargeback {result.period.label} ({cur})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for column in ("team", "GPU-hours", "borrowed", "direct", "idle", "admin", "total"):
+        table.add_column(column, justify="left" if column == "team" else "right", no_wrap=True)
+    for t in result.teams:
+        table.add_row(
+            t.team,
+            f"{t.gpu_hours:,.2f}",
+            f"{t.borrowed_gpu_hours:,.2f}",
+            _money(t.direct_cents),
+            _money(t.idle_cents),
+            _money(t.admin_cents),
+            _money(t.total_cents),
+        )
+    table.add_row("platform", "", "", "", "", "", _money(result.platform_cents))
+    table.add_row("[b]cluster cost[/b]", "", "", "", "", "", f"[b]{_money(result.cluster_cost_cents)}[/b]")
+    console.print(table)
+    console.print(
+        f"idle policy: {result.idle_policy} · admin split: {result.admin_split} · "
+        f"borrowed rate: {result.borrowed_rate}",
+        markup=False,
+    )
+    for warning in result.warnings:
+        err_console.print(f"warning: {warning}", markup=False)
+
+
+@chargeback_app.callback(invoke_without_command=True)
+def chargeback(
+    ctx: typer.Context,
+    policy: PolicyOpt = None,
+    usage: UsageOpt = None,
+    period: PeriodOpt = None,
+    bill: BillOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: stdout).")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="json (contract 5), csv, focus (FOCUS 1.2), html or pdf (--team).")
+    ] = "json",
+    team: Annotated[str | None, typer.Option("--team", help="The team of an html or pdf invoice.")] = None,
+) -> None:
+    """Compute the period's chargeback: every team's direct, idle and admin cost, to the cent."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if fmt not in FORMATS:
+        raise _fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    inputs = _load(policy, usage, period, bill)
+    try:
+        result = compute_chargeback(inputs.policy, inputs.intervals, inputs.period, bill=inputs.bill)
+    except ChargebackError as exc:
+        raise _fail(str(exc)) from None
+    data = render(result, fmt, team)
+    _write(out, data)
+    if out is not None:
+        _summary(result, out_console)
+        out_console.print(f"wrote {out}", markup=False)
+
+
+@chargeback_app.command("compare")
+def compare(
+    policy: PolicyOpt = None,
+    usage: UsageOpt = None,
+    period: PeriodOpt = None,
+    bill: BillOpt = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Also write the comparison: a .json or .html file.")
+    ] = None,
+) -> None:
+    """The same period under every idle policy and admin split, side by side."""
+    if out is not None and out.suffix.lower() not in (".json", ".html", ".htm"):
+        raise _fail(f"--out {out}: write a .json or an .html file")
+    inputs = _load(policy, usage, period, bill)
+    try:
+        comparison = compare_models(inputs.policy, inputs.intervals, inputs.period, bill=inputs.bill)
+    except ChargebackError as exc:
+        raise _fail(str(exc)) from None
+    _print_comparison(comparison)
+    if out is not None:
+        text = (
+            comparison_to_json(comparison)
+            if out.suffix.lower() == ".json"
+            else render_comparison_html(comparison)
+        )
+        _write(out, text)
+        out_console.print(f"wrote {out}", markup=False)
+
+
+def _print_comparison(comparison: Comparison) -> None:
+    cur = comparison.currency
+    table = Table(
+        title=f"Chargeback models compared, {comparison.period.label} ({cur}); * = the policy's model",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("idle")
+    table.add_column("admin")
+    for team in comparison.teams:
+        table.add_column(team, justify="right")
+    table.add_column("platform", justify="right")
+    for s in comparison.scenarios:
+        mark = "*" if s.current else ""
+        table.add_row(
+            f"{mark}{s.idle}",
+            str(s.admin_split),
+            *(_money(comparison.total(s, t)) for t in comparison.teams),
+            _money(s.result.platform_cents),
+        )
+    out_console.print(table)
+    if comparison.scenarios:
+        cost = comparison.scenarios[0].result.cluster_cost_cents
+        out_console.print(f"cluster cost in every model: {format_cents(cost, cur)}", markup=False)
