@@ -23,7 +23,7 @@ def make_app(*, with_login: bool = False) -> FastAPI:
     app.state.policy = load_policy(POLICY)
     if with_login:
 
-        @app.get("/auth/login", name="web_login")
+        @app.get("/auth/login", name="oidc_login")
         def login() -> dict[str, str]:
             return {}
 

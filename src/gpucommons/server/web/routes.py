@@ -24,10 +24,13 @@ API_BASE = "/api/v1"
 #: How often a page polls the API, in milliseconds (pages that hold a form do not poll).
 REFRESH_MS = 3000
 
-#: Route names under which the identity layer may register its browser sign-in and sign-out
-#: (authorization code + PKCE). The first one present in the app is offered as the "Sign in" button.
-SSO_LOGIN_ROUTE_NAMES = ("web_login", "oidc_login", "auth_login", "login")
-SSO_LOGOUT_ROUTE_NAMES = ("web_logout", "oidc_logout", "auth_logout", "logout")
+#: The identity layer's browser sign-in (`GET /auth/login?next=…`, authorization code + PKCE, ending
+#: in the `commons_session` cookie). The page offers it when the route exists and
+#: `/api/v1/auth/config` says an OpenID provider is configured.
+SSO_LOGIN_ROUTE_NAME = "oidc_login"
+#: Its sign-out (`POST /auth/logout`: revokes the session and clears the cookie; FastAPI names a route
+#: after its function).
+SSO_LOGOUT_ROUTE_NAME = "logout"
 
 #: Scripts and styles from this server only, no inline code, no framing: the page holds an API token.
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -61,13 +64,11 @@ def asset_url(name: str) -> str:
     return f"{ASSET_PREFIX}/{name}?v={asset.etag.strip(chr(34))}"
 
 
-def _route_path(request: Request, names: tuple[str, ...]) -> str | None:
-    for name in names:
-        try:
-            return str(request.app.url_path_for(name))
-        except Exception:  # starlette raises NoMatchFound, also for routes that need parameters
-            continue
-    return None
+def _route_path(request: Request, name: str) -> str | None:
+    try:
+        return str(request.app.url_path_for(name))
+    except Exception:  # starlette's NoMatchFound: the identity layer is not installed
+        return None
 
 
 def _cluster_name(request: Request) -> str:
@@ -80,8 +81,8 @@ def page_config(request: Request) -> dict[str, Any]:
     return {
         "api_base": API_BASE,
         "refresh_ms": REFRESH_MS,
-        "sso_login_url": _route_path(request, SSO_LOGIN_ROUTE_NAMES),
-        "sso_logout_url": _route_path(request, SSO_LOGOUT_ROUTE_NAMES),
+        "sso_login_url": _route_path(request, SSO_LOGIN_ROUTE_NAME),
+        "sso_logout_url": _route_path(request, SSO_LOGOUT_ROUTE_NAME),
     }
 
 

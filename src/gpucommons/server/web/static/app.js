@@ -235,30 +235,23 @@ async function signIn() {
   else await show();
 }
 
-function signOut(message) {
+async function signOut(message) {
+  const byCookie = !session.token;
   session.token = "";
   state.signedIn = false;
   state.who = null;
   state.signinMessage = message;
   window.clearTimeout(state.timer);
-  if (config.sso_logout_url && message === "You are signed out.") {
-    window.location.assign(config.sso_logout_url);
-    return;
+  // A pasted token is only forgotten (it may be the admin token `commons up` wrote); a sign-in session
+  // is ended on the server, which also clears its cookie.
+  if (byCookie && config.sso_logout_url) {
+    await fetch(config.sso_logout_url, { method: "POST", credentials: "same-origin" }).catch(() => null);
   }
-  window.location.hash = "#/signin";
-  show();
-}
-
-/** An OpenID sign-in ends on `/#token=…`: keep the token, then drop it from the address bar and history. */
-function takeTokenFromFragment() {
-  const m = window.location.hash.match(/^#token=([^&]+)/);
-  if (!m) return;
-  session.token = decodeURIComponent(m[1]);
-  window.history.replaceState(null, "", window.location.pathname + window.location.search + "#/");
+  if (window.location.hash === "#/signin") show();
+  else window.location.hash = "#/signin";
 }
 
 async function boot() {
-  takeTokenFromFragment();
   els.pause.addEventListener("click", () => {
     state.paused = !state.paused;
     // A toggle button: the label stays, aria-pressed (and its styling) says whether it is on.

@@ -8,11 +8,24 @@ export const title = "Sign in";
 export const refreshMs = 0;
 export const public_ = true;
 
-export async function load() {
-  return {};
+/** Whether single sign-on is on: the route exists (page config) and a provider is configured. */
+export async function load(ctx) {
+  if (!ctx.config.sso_login_url) return { sso: false };
+  try {
+    const auth = await ctx.api.get("/auth/config");
+    return { sso: Boolean(auth && auth.enabled) };
+  } catch {
+    return { sso: false };
+  }
 }
 
-export function render(_data, ctx) {
+function ssoHref(ctx) {
+  // Back to the page the person wanted (the sign-in ends with a redirect to `next`, a local path).
+  const wanted = window.location.hash && window.location.hash !== "#/signin" ? window.location.hash : "#/";
+  return `${ctx.config.sso_login_url}?next=${encodeURIComponent("/" + wanted)}`;
+}
+
+export function render(data, ctx) {
   const error = h("p", { class: "form-error", role: "alert", id: "signin-error", hidden: !ctx.signinMessage }, ctx.signinMessage || "");
   const input = h("input", {
     type: "password",
@@ -46,12 +59,12 @@ export function render(_data, ctx) {
   };
   return [
     h("h1", {}, "Sign in to GPU Commons"),
-    ctx.config.sso_login_url
+    data.sso
       ? h(
           "section",
           { class: "card signin", "aria-labelledby": "sso-heading" },
           h("h2", { id: "sso-heading" }, "With your company account"),
-          h("p", {}, h("a", { class: "button primary", href: ctx.config.sso_login_url, id: "sso-button" }, "Sign in")),
+          h("p", {}, h("a", { class: "button primary", href: ssoHref(ctx), id: "sso-button" }, "Sign in with single sign-on")),
         )
       : null,
     h(
@@ -73,7 +86,7 @@ export function render(_data, ctx) {
           " makes one for a user. It is kept for this browser tab only.",
         ),
         error,
-        h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary", id: "signin-button" }, "Sign in")),
+        h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary", id: "signin-button" }, "Sign in with this token")),
       ),
     ),
   ];
