@@ -41,7 +41,7 @@ def build_context(settings: Settings, executor: Executor | None = None) -> Serve
     else:
         executor_name = type(executor).__name__
     local = executor_name == "local"
-    inventory = discover_inventory(policy) if local else None
+    inventory = discover_inventory if local else None
     accounts = TeamAccounts(settings.home, mode=settings.isolation_mode()) if local else None
     metrics = Metrics()
     scheduler = Scheduler(

@@ -38,9 +38,8 @@ def queue(ctx: ContextDep, who: CurrentPrincipal, team: TeamFilter = None) -> li
     if entries:
         with ctx.db.session() as session:
             ids = [e.task_id for e in entries]
-            names = dict(
-                session.execute(select(TaskRow.id, TaskRow.name).where(TaskRow.id.in_(ids))).tuples()
-            )
+            rows = session.execute(select(TaskRow.id, TaskRow.name).where(TaskRow.id.in_(ids)))
+            names = {task_id: name for task_id, name in rows}
         for e in entries:
             e.name = names.get(e.task_id, "")
     return entries

@@ -104,7 +104,7 @@ class Scheduler:
         tick_s: float = 0.5,
         hooks: SchedulerHooks | None = None,
         config: EngineConfig | None = None,
-        inventory: Inventory | None = None,
+        inventory: Callable[[Policy], Inventory] | None = None,
         accounts: TeamAccounts | None = None,
     ) -> None:
         self.db = db
@@ -116,8 +116,9 @@ class Scheduler:
         self.tick_s = tick_s
         self.hooks = hooks or SchedulerHooks()
         self.config = config or EngineConfig.commons()
-        #: Maps the engine's pool-wide GPU numbers to this machine's CUDA indices (None: identity).
-        self.inventory = inventory
+        #: Maps the engine's pool-wide GPU numbers to this machine's CUDA indices (None: identity);
+        #: found again whenever the policy changes (its pools may have).
+        self._discover = inventory
         #: Team accounts and workspaces (None: no files are prepared, e.g. the timer executor).
         self.accounts = accounts
         self.lock = threading.RLock()
@@ -129,6 +130,7 @@ class Scheduler:
         self.policy = policy_now
         self._policy_version = version
         self.state = ClusterState(policy_now)
+        self.inventory = inventory(policy_now) if inventory is not None else None
         #: Why each pending task waits, from the last cycle (the queue endpoint reads it).
         self.pending: dict[str, Pending] = {}
         self.last_cycle_at: float | None = None
@@ -179,6 +181,8 @@ class Scheduler:
         """Rebuild the engine's state from the store (startup, or after a failed write)."""
         with self.lock:
             policy, version = self._policy_source()
+            if version != self._policy_version and self._discover is not None:
+                self.inventory = self._discover(policy)
             self.policy, self._policy_version = policy, version
             state = ClusterState(policy)
             self._inbox.clear()
@@ -251,6 +255,8 @@ class Scheduler:
         if version != self._policy_version:
             self.state.set_policy(policy)
             self.policy, self._policy_version = policy, version
+            if self._discover is not None:
+                self.inventory = self._discover(policy)
 
     def _take_inbox(self) -> None:
         if not self._inbox:
