@@ -123,7 +123,7 @@ def test_gpus_that_match_no_pool_fall_back_to_virtual_and_say_so() -> None:
     assert inventory.warnings[-1] == "no GPU of this machine matches a pool of the policy: using virtual GPUs"
 
 
-def test_this_machine_without_gpus_gets_a_virtual_inventory() -> None:
+def test_discovery_on_this_machine_always_gives_the_scheduler_gpus() -> None:
     inventory = discover_inventory(policy(H100))
     assert inventory.source in ("nvml", "nvidia-smi", "virtual")
     assert inventory.gpu_count >= 1
