@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpucommons.api.errors import Unauthenticated
 from gpucommons.domain.model import Policy
+from gpucommons.identity.authz import Action, Forbidden
 from gpucommons.identity.principal import Principal
 from gpucommons.server.auth.credentials import resolve_token
 from gpucommons.store.db import Database
@@ -80,7 +81,10 @@ def current_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The authenticated caller, or 401 `unauthenticated`. Also sets `request.state.principal` (audit)."""
+    """The authenticated caller, or 401 `unauthenticated` (403 for a scim token: SCIM only).
+
+    Also sets `request.state.principal`, which the audit log reads.
+    """
     token = _presented_token(request, credentials)
     if not token:
         raise Unauthenticated(
@@ -91,6 +95,9 @@ def current_principal(
     if principal is None:
         raise Unauthenticated("the token is unknown, expired or revoked; sign in again")
     request.state.principal = principal
+    if principal.scim and not principal.platform_admin:
+        # A directory-sync token reaches /scim/v2 (which has its own dependency) and nothing else.
+        raise Forbidden(Action.SCIM_READ, None, "a scim token may only use /scim/v2")
     return principal
 
 
