@@ -21,7 +21,7 @@ from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext,
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import TimerExecutor, make_executor
 from gpucommons.server.metrics import Metrics
-from gpucommons.server.routers import cluster, health, tasks
+from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
 from gpucommons.server.workers.scheduler import Scheduler, TaskPaths
@@ -100,5 +100,6 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.include_router(health.router)
     app.include_router(tasks.router)
     app.include_router(cluster.router)
+    app.include_router(invoices.router)
     app.include_router(web.router)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Collection
 from typing import Any
 
 from gpucommons.chargeback.exports.amounts import hours_float, money_text, utc_seconds
@@ -27,8 +28,12 @@ CSV_COLUMNS = (
 )
 
 
-def to_dict(result: ChargebackResult) -> dict[str, Any]:
-    """Contract 5, exactly: these keys and no others, teams sorted by name."""
+def to_dict(result: ChargebackResult, teams: Collection[str] | None = None) -> dict[str, Any]:
+    """Contract 5, exactly: these keys and no others, teams sorted by name.
+
+    `teams`: only these teams' entries (for a caller who may see only some); the cluster's cost and
+    the platform's share stay whole, so the invariant then holds only over the full result.
+    """
     return {
         "period": {"start": utc_seconds(result.period.start), "end": utc_seconds(result.period.end)},
         "currency": result.currency,
@@ -44,22 +49,28 @@ def to_dict(result: ChargebackResult) -> dict[str, Any]:
                 "total_cents": t.total_cents,
             }
             for t in result.teams
+            if teams is None or t.team in teams
         },
     }
 
 
-def to_json(result: ChargebackResult) -> str:
-    return json.dumps(to_dict(result), indent=2) + "\n"
+def to_json(result: ChargebackResult, teams: Collection[str] | None = None) -> str:
+    return json.dumps(to_dict(result, teams), indent=2) + "\n"
 
 
-def to_csv(result: ChargebackResult) -> str:
+def to_csv(result: ChargebackResult, teams: Collection[str] | None = None) -> str:
     """One row per team plus one `platform` row (what no team pays), so `total_cents` sums to the
-    cluster's cost; `total` is the same amount as a decimal in `currency`."""
+    cluster's cost; `total` is the same amount as a decimal in `currency`.
+
+    `teams`: only these teams' rows, and no platform row.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     start, end = utc_seconds(result.period.start), utc_seconds(result.period.end)
     for t in result.teams:
+        if teams is not None and t.team not in teams:
+            continue
         writer.writerow(
             [
                 start,
@@ -77,6 +88,8 @@ def to_csv(result: ChargebackResult) -> str:
                 money_text(t.total_cents),
             ]
         )
+    if teams is not None:
+        return out.getvalue()
     idle_kept = sum(p.idle_to_platform_cents for p in result.pools)
     writer.writerow(
         [

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -104,14 +104,19 @@ class _Row:
     usage: TeamPoolCharge | None = None
 
 
-def to_focus_csv(result: ChargebackResult) -> str:
-    """The chargeback as a FOCUS 1.2 CSV (header and rows, `\\n` line ends)."""
+def to_focus_csv(result: ChargebackResult, teams: Collection[str] | None = None) -> str:
+    """The chargeback as a FOCUS 1.2 CSV (header and rows, `\\n` line ends).
+
+    `teams`: only these teams' rows (SubAccountId), and none of the platform's.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(FOCUS_COLUMNS)
     period = (utc_seconds(result.period.start), utc_seconds(result.period.end))
     issuer = f"{PROVIDER} ({result.cluster_name})"
     for row in _rows(result):
+        if teams is not None and row.team not in teams:
+            continue
         service_name, category, subcategory = row.service
         billed = money_text(row.billed_cents)
         values: dict[str, object] = {
