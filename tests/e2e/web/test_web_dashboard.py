@@ -74,8 +74,8 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
     contexts: list[Any] = []
     errors: list[str] = []
 
-    def _open(token: str, width: int = 1280, path: str = "/") -> Any:
-        context = browser.new_context(viewport={"width": width, "height": 900})
+    def _open(token: str, width: int = 1280, path: str = "/", scheme: str = "light") -> Any:
+        context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -286,3 +286,61 @@ def test_usage_page_shows_each_visible_teams_gpu_hours_this_month(scenario: Scen
     page.fill("input[name='month']", "2001-01")
     page.click("form.filters button[type='submit']")
     page.wait_for_selector("text=No GPU was used this month")
+
+
+def test_overview_refreshes_by_itself_when_the_cluster_changes(scenario: Scenario, open_page: Any) -> None:
+    page = open_page(scenario.beta_token)
+    beta_used = "tr[data-team='beta'] td[data-col='used']"
+    page.wait_for_selector(beta_used)
+    before = page.inner_text(beta_used).strip()
+    extra = submit(scenario.server, scenario.beta_token, "beta", 1, "beta-extra")
+    try:
+        wait_state(scenario.server, extra, "running")
+        used = int(before.split("/")[0]) + 1
+        # No reload: the page polls and redraws.
+        wait_for(
+            "beta's row to count the new task", lambda: page.inner_text(beta_used).strip() == f"{used} / 4"
+        )
+    finally:
+        with scenario.server.client() as client:
+            client.cancel(extra.id)
+
+
+PAGES = ["#/", "#/tasks?state=", "#/submit", "#/usage", "task"]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_pass_the_axe_accessibility_audit(
+    scenario: Scenario, open_page: Any, path: str, scheme: str
+) -> None:
+    """axe-core's WCAG 2.1 A and AA rules: labels, contrast, landmarks, names of controls, ARIA use."""
+    axe_module = pytest.importorskip(
+        "axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python"
+    )
+    if path == "task":
+        path = f"#/tasks/{scenario.a3.id}"
+    page = open_page(scenario.server.admin_token, path=path, scheme=scheme)
+    page.wait_for_selector("main h1")
+    page.wait_for_timeout(700)  # the page's data has arrived
+    results = axe_module.Axe().run(
+        page, options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}}
+    )
+    assert results.violations_count == 0, results.generate_report()
+
+
+def test_sign_in_page_passes_the_axe_accessibility_audit(scenario: Scenario, browser: Any) -> None:
+    axe_module = pytest.importorskip(
+        "axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python"
+    )
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(scenario.server.url + "/")
+        page.wait_for_selector("#token")
+        results = axe_module.Axe().run(
+            page, options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa"]}}
+        )
+        assert results.violations_count == 0, results.generate_report()
+    finally:
+        context.close()
