@@ -11,8 +11,9 @@ The pipeline (Kueue `scheduler.go`, `schedule()`):
    - fits in a pool (the team's pools in order) → admit;
    - else victims that let it fit → preempt them and *reserve* its request: its usage is held and
      the GPUs its victims free are its own for the rest of this cycle and in every later cycle
-     until it is admitted (DESIGN trap 1). One preemption plan per cohort and pool per cycle, as in
-     Kueue, because a plan counts victims that are still running;
+     until it is admitted (DESIGN trap 1). As in Kueue, no new preemption plan in a cohort and pool
+     after an admission or another plan there in the same cycle: a plan counts victims that are
+     still running, and a task admitted this cycle must be a candidate before older ones are taken;
    - else it waits, with a reason.
 4. **Next.** With `multi_admit` a team's next task becomes a head in the same cycle after an
    admission; Kueue admits one head per team per cycle, so with it off the caller calls
@@ -240,7 +241,7 @@ class _Scheduler:
         if deferred is not None and reason.code is not PendingCode.NEVER_FITS:
             reason = Pending(
                 reason.code,
-                reason.message + f"; preemption waits for the next cycle (cohort {deferred} has one pending)",
+                reason.message + f"; preemption in cohort {deferred} waits for the next cycle",
             )
         self._fail(cursor, task, reason)
 
@@ -332,6 +333,9 @@ class _Scheduler:
         admission = Admission(pool=pool, placement=placement, borrowed=borrowed)
         cy.hold(task.team, pool, task.resources, placement)
         cy.taken.add(task.id)
+        # Kueue: after an admission in a cohort, its preemptions wait for the next cycle, where the
+        # new task is a candidate too (else an older task of a team that only now borrows could go).
+        self.skip_preemption.add((cy.root(task.team) or "team:" + task.team, pool))
         self.admits.append(Admit(task.id, admission, admitted_message(cy, admission, task.resources)))
 
     def _resume_waiting(self, task: TaskRequest) -> bool:

@@ -571,7 +571,7 @@ SCENARIOS = [
         ),
         preempt={"b1": PreemptReason.RECLAIM},
         pending={"a": PendingCode.WAITING_FOR_PREEMPTION, "c": PendingCode.NO_IDLE_TO_BORROW},
-        message={"c": "preemption waits for the next cycle"},
+        message={"c": "preemption in cohort cluster waits for the next cycle"},
     ),
     # --- placement ----------------------------------------------------------------------------------
     Scenario(

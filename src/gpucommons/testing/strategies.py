@@ -1,0 +1,314 @@
+"""Hypothesis strategies for random small policies and workloads, and a tiny event loop to run
+the engine on them (the fuzzing DESIGN asks for to catch zero-time preemption loops).
+
+`MiniSim` is deliberately simpler than `gpucommons.sim`: tasks are work of a fixed duration, lose
+all progress when preempted, stop `grace_s` after the preemption, and the engine is settled after
+every instant (decide + apply until nothing changes). It checks the engine's invariants after each
+cycle and counts preemptions per task per instant.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+
+from hypothesis import strategies as st
+
+from gpucommons.domain.model import (
+    DEFAULT_COHORT,
+    BorrowWithinCohortPolicy,
+    Cohort,
+    Isolation,
+    Policy,
+    Pool,
+    PreemptionPolicy,
+    QueueingStrategy,
+    Quota,
+    ReclaimPolicy,
+    SchedulingConfig,
+    SchedulingMode,
+    Team,
+    WithinTeamPolicy,
+)
+from gpucommons.domain.resources import UNLIMITED, Resources
+from gpucommons.engine.apply import apply_decisions
+from gpucommons.engine.context import Cycle
+from gpucommons.engine.cycle import decide
+from gpucommons.engine.state import ClusterState
+from gpucommons.engine.types import Decisions, EngineConfig, PreemptReason, TaskRequest
+from gpucommons.testing.builders import DEFAULT_CLASSES
+
+_UNL = Resources(UNLIMITED, UNLIMITED, UNLIMITED)
+
+
+@st.composite
+def policies(draw: st.DrawFn, max_teams: int = 4, fair_share: bool | None = None) -> Policy:
+    """A valid small policy: 1–2 pools, 2–`max_teams` teams in 1–3 (possibly nested) cohorts."""
+    n_pools = draw(st.integers(1, 2))
+    pools = tuple(
+        Pool(f"p{i}", f"G{i}", draw(st.integers(1, 4)), draw(st.sampled_from([2, 4, 8])))
+        for i in range(n_pools)
+    )
+    cohort_shape = draw(st.sampled_from(["one", "two", "nested"]))
+    cohorts: tuple[Cohort, ...]
+    if cohort_shape == "one":
+        cohorts = (Cohort(DEFAULT_COHORT),)
+    elif cohort_shape == "two":
+        cohorts = (Cohort("a"), Cohort("b"))
+    else:
+        cohorts = (Cohort("root"), Cohort("a", "root"), Cohort("b", "root"))
+    leaf_cohorts = [c.name for c in cohorts if cohort_shape == "one" or c.name != "root"]
+    n_teams = draw(st.integers(2, max_teams))
+    left = {p.name: p.nodes * p.gpus_per_node for p in pools}
+    teams = []
+    for i in range(n_teams):
+        quotas = []
+        pool_order = draw(st.permutations([p.name for p in pools]))
+        for pool in pool_order[: draw(st.integers(1, len(pool_order)))]:
+            nominal = draw(st.integers(0, left[pool]))
+            left[pool] -= nominal
+            borrow = draw(st.one_of(st.none(), st.integers(0, 16)))
+            lend = draw(st.one_of(st.none(), st.integers(0, nominal)))
+            quotas.append(
+                Quota(
+                    pool,
+                    Resources(nominal),
+                    _UNL if borrow is None else Resources(borrow, UNLIMITED, UNLIMITED),
+                    _UNL if lend is None else Resources(lend, UNLIMITED, UNLIMITED),
+                )
+            )
+        dedicated = draw(st.booleans()) if i == n_teams - 1 and n_teams > 2 else False
+        if dedicated:
+            quotas = [Quota(q.pool, q.nominal) for q in quotas]
+        teams.append(
+            Team(
+                name=f"t{i}",
+                quotas=tuple(quotas),
+                cohort=draw(st.sampled_from(leaf_cohorts)),
+                preemption=PreemptionPolicy(
+                    draw(st.sampled_from(list(ReclaimPolicy))),
+                    draw(st.sampled_from(list(BorrowWithinCohortPolicy))),
+                    draw(st.sampled_from(list(WithinTeamPolicy))),
+                ),
+                fair_share_weight=Decimal(draw(st.sampled_from([1, 2]))),
+                isolation=Isolation.DEDICATED if dedicated else Isolation.SHARED,
+            )
+        )
+    mode = (
+        draw(st.sampled_from(list(SchedulingMode)))
+        if fair_share is None
+        else (SchedulingMode.FAIR_SHARE if fair_share else SchedulingMode.CLASSIC)
+    )
+    return Policy(
+        cluster_name="fuzz",
+        pools=pools,
+        priority_classes=DEFAULT_CLASSES,
+        default_priority_class="experiment",
+        teams=tuple(teams),
+        cohorts=cohorts,
+        scheduling=SchedulingConfig(
+            mode=mode,
+            queueing=draw(st.sampled_from(list(QueueingStrategy))),
+            usage_half_life_s=draw(st.sampled_from([0, 600])),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Job:
+    task: TaskRequest
+    submit_s: float
+    duration_s: float
+
+
+@st.composite
+def workloads(draw: st.DrawFn, policy: Policy, max_jobs: int = 14) -> list[Job]:
+    """Jobs for the policy's teams: sizes up to two nodes, the four DESIGN classes."""
+    max_gpn = max(p.gpus_per_node for p in policy.pools)
+    n = draw(st.integers(1, max_jobs))
+    jobs = []
+    for i in range(n):
+        team = draw(st.sampled_from(policy.teams))
+        cls = draw(st.sampled_from(DEFAULT_CLASSES))
+        pools: tuple[str, ...] = ()
+        if draw(st.integers(0, 4)) == 0:
+            pools = (draw(st.sampled_from([p.name for p in policy.pools])),)
+        task = TaskRequest(
+            id=f"j{i}",
+            team=team.name,
+            resources=Resources(draw(st.integers(1, 2 * max_gpn))),
+            priority=cls.value,
+            priority_class=cls.name,
+            seq=i,
+            queued_at=0.0,
+            pools=pools,
+            preemptible=cls.preemptible,
+        )
+        jobs.append(Job(task, float(draw(st.integers(0, 20)) * 30), float(draw(st.integers(1, 40)) * 30)))
+    return jobs
+
+
+@dataclass
+class MiniSimResult:
+    preemptions: Counter[str] = field(default_factory=Counter)
+    #: (task, instant) -> preemptions of that task at that instant: more than 1 is a zero-time loop.
+    per_instant: Counter[tuple[str, float]] = field(default_factory=Counter)
+    finished: int = 0
+    cycles: int = 0
+    decisions: list[Decisions] = field(default_factory=list)
+
+
+class MiniSim:
+    """Run jobs through the engine; stop at `until` or when everything finished."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        config: EngineConfig,
+        grace_s: float = 0.0,
+        requeue_same_instant: bool = False,
+        check: bool = True,
+        max_rounds_per_instant: int = 200,
+    ) -> None:
+        self.state = ClusterState(policy)
+        self.config = config
+        self.grace_s = grace_s
+        self.requeue_same_instant = requeue_same_instant
+        self.check = check
+        self.max_rounds = max_rounds_per_instant
+        self._events: list[tuple[float, int, str, str]] = []
+        self._seq = 0
+        self._jobs: dict[str, Job] = {}
+        self._finish_token: dict[str, int] = {}
+        self.result = MiniSimResult()
+
+    def _push(self, t: float, kind: str, task_id: str) -> int:
+        self._seq += 1
+        heapq.heappush(self._events, (t, self._seq, kind, task_id))
+        return self._seq
+
+    def run(self, jobs: list[Job], until: float = 1e9) -> MiniSimResult:
+        for job in jobs:
+            self._jobs[job.task.id] = job
+            self._push(job.submit_s, "submit", job.task.id)
+        while self._events and self._events[0][0] <= until:
+            now = self._events[0][0]
+            while self._events and self._events[0][0] == now:
+                _, token, kind, task_id = heapq.heappop(self._events)
+                self._handle(now, kind, task_id, token)
+            self._settle(now)
+        return self.result
+
+    def _handle(self, now: float, kind: str, task_id: str, token: int) -> None:
+        state = self.state
+        if kind == "submit":
+            state.add_pending(replace(self._jobs[task_id].task, queued_at=now))
+        elif kind == "finish":
+            if self._finish_token.get(task_id) == token and state.running(task_id) is not None:
+                state.finish(task_id, now)
+                self.result.finished += 1
+        elif kind == "stop":
+            rt = state.running(task_id)
+            if rt is not None and rt.preempting:
+                self._finish_token.pop(task_id, None)
+                state.requeue(task_id, now)
+
+    def _settle(self, now: float) -> None:
+        for _ in range(self.max_rounds):
+            usage_before = {k: v for k, v in self.state.quota.usage.items()}
+            d = decide(self.state, now, self.config)
+            self.result.cycles += 1
+            if d.empty:
+                return
+            if self.check:
+                check_cycle(self.state, d, usage_before)
+                check_preemptions_make_room(self.state, d, now, self.config)
+            apply_decisions(self.state, d, now)
+            self.result.decisions.append(d)
+            for a in d.admit:
+                self._finish_token[a.task_id] = self._push(
+                    now + self._jobs[a.task_id].duration_s, "finish", a.task_id
+                )
+            for p in d.preempt:
+                self.result.preemptions[p.victim_id] += 1
+                self.result.per_instant[(p.victim_id, now)] += 1
+                if self.grace_s == 0 and self.requeue_same_instant:
+                    self._finish_token.pop(p.victim_id, None)
+                    self.state.requeue(p.victim_id, now)
+                else:
+                    # Zero grace: the victim rejoins at the next event, never at this instant (trap 3).
+                    self._push(now + max(self.grace_s, 1e-3), "stop", p.victim_id)
+            if self.check:
+                check_state(self.state)
+        raise AssertionError(f"no fixed point after {self.max_rounds} cycles at t={now}: a zero-time loop")
+
+
+def check_state(state: ClusterState) -> None:
+    """Invariants of any state the engine's decisions lead to."""
+    policy = state.policy
+    for p in policy.pools:
+        used = sum(state.usage(t.name, p.name).gpus for t in policy.teams)
+        assert used <= p.nodes * p.gpus_per_node, f"pool {p.name} over capacity: {used}"
+    for (team, pool_name), q in state.quota.quotas.items():
+        usage = state.usage(team, pool_name)
+        assert usage.fits_in(q.nominal + q.borrow_limit), (
+            f"{team} in {pool_name} above nominal + borrow limit"
+        )
+    for (cohort, pool_name), lendable in state.quota.subtree_quota.items():
+        if state.quota.cohort_parent.get(cohort) is not None:
+            continue  # a child cohort without limits may use its siblings' quota via the root
+        lent = state.quota.cohort_usage[(cohort, pool_name)]
+        assert lent.fits_in(lendable), f"cohort {cohort} lends more {pool_name} than its members may lend"
+
+
+def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str, str], Resources]) -> None:
+    """Invariants of one cycle's decisions against the state it was made on."""
+    victims_by_team: dict[tuple[str, str], list[Resources]] = {}
+    for p in d.preempt:
+        rt = state.running(p.victim_id)
+        if rt is not None:
+            victims_by_team.setdefault((rt.task.team, rt.admission.pool), []).append(rt.task.resources)
+    for p in d.preempt:
+        rt = state.running(p.victim_id)
+        assert rt is not None and not rt.preempting, f"{p.victim_id} preempted twice or not running"
+        assert rt.task.preemptible, f"non-preemptible {p.victim_id} chosen as a victim"
+        preemptor = state.pending(p.preemptor_id)
+        assert preemptor is not None
+        if p.reason is not PreemptReason.WITHIN_TEAM:
+            assert rt.task.team != preemptor.team
+            key = (rt.task.team, rt.admission.pool)
+            q = state.quota.quotas[key]
+            taken = victims_by_team[key]
+            total = sum((r.gpus for r in taken), 0)
+            largest = max(r.gpus for r in taken)
+            # Some order of taking them keeps the team borrowing before each: the largest last.
+            used = usage_before[key].gpus - total + largest
+            assert used > q.nominal.gpus or rt.task.resources.cpu_milli or rt.task.resources.memory_mib, (
+                f"{p.victim_id} of team {rt.task.team}, within its nominal quota, "
+                f"preempted by {preemptor.team} ({p.reason}; usage before {usage_before[key].gpus}, "
+                f"nominal {q.nominal.gpus}, victims {[r.gpus for r in taken]}; {d})"
+            )
+
+
+def check_preemptions_make_room(state: ClusterState, d: Decisions, now: float, config: EngineConfig) -> None:
+    """Every preemptor fits once its victims (this cycle's and earlier ones) have stopped, even
+    with this cycle's admissions in place."""
+    by_preemptor: dict[str, set[str]] = {}
+    for p in d.preempt:
+        by_preemptor.setdefault(p.preemptor_id, set()).add(p.victim_id)
+    for preemptor_id, victims in by_preemptor.items():
+        trial = copy.deepcopy(state)
+        for a in d.admit:
+            trial.admit(a.task_id, a.admission, now)
+        for v in victims | set(trial.victims_of(preemptor_id)):
+            trial.finish(v)
+        task = trial.pending(preemptor_id)
+        assert task is not None
+        cy = Cycle(trial, now, config)
+        pools, _ = cy.pools_for(task.team, task.pools)
+        assert any(cy.fits(task.team, pool, task.resources) is not None for pool in pools), (
+            f"{preemptor_id} preempted {sorted(victims)} but would still not fit"
+        )

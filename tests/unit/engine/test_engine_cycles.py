@@ -1,0 +1,254 @@
+"""Scenarios over several cycles: the preemption-loop traps of DESIGN.md, min-runtime progress,
+fair share (ordering, both strategies, half-life), and what callers rely on between cycles."""
+
+from __future__ import annotations
+
+from gpucommons.engine import (
+    EngineConfig,
+    FairShareStrategy,
+    PendingCode,
+    PreemptReason,
+    apply_decisions,
+)
+from gpucommons.testing.builders import decide_checked, make_policy, make_state, make_task, settle
+
+T = make_task
+KUEUE = EngineConfig.kueue()
+
+
+def _bwc_policy():
+    return (
+        make_policy()
+        .pool("h100", nodes=6, gpus_per_node=8)
+        .team("nlp", h100=16, reclaim="any", borrow_within_cohort="lower_priority")
+        .team("cv", h100=16)
+        .team("idle", h100=16)
+        .build()
+    )
+
+
+def _bwc_state():
+    """nlp at nominal; cv borrows 8 with a low-priority task; the cohort is full."""
+    return (
+        make_state(_bwc_policy())
+        .running(T("n1").team("nlp").gpus(16).priority(500))
+        .running(T("c0").team("cv").gpus(16).priority(900))
+        .running(T("v").team("cv").gpus(8).priority(100), at=0)
+        .running(T("i1").team("idle").gpus(8).priority(500))
+        .pending(T("p").team("nlp").gpus(8).priority(500).at(10))
+        .obj()
+    )
+
+
+def test_preemptor_gets_the_gpus_its_victim_frees_before_a_higher_priority_borrower() -> None:
+    state = _bwc_state()
+    d1 = decide_checked(state, 1000)
+    assert [(p.victim_id, p.reason) for p in d1.preempt] == [("v", PreemptReason.BORROW_WITHIN_COHORT)]
+    apply_decisions(state, d1, 1000)
+    assert state.waiting_preemptors() == {"p": "h100"}
+    # While the victim stops, a higher-priority borrower of the victim's team arrives.
+    state.add_pending(T("q").team("cv").gpus(8).priority(900).at(1001).obj())
+    d2 = decide_checked(state, 1001)
+    assert d2.empty
+    assert d2.pending["p"].code is PendingCode.WAITING_FOR_PREEMPTION
+    state.requeue("v", 1030)
+    d3 = decide_checked(state, 1030)
+    assert [a.task_id for a in d3.admit] == ["p"]
+    assert not d3.preempt
+
+
+def test_waiting_preemptor_stays_its_teams_head() -> None:
+    policy = (
+        make_policy()
+        .pool("h100", nodes=4, gpus_per_node=8)
+        .team("nlp", h100=16, reclaim="any", within_team="lower_priority")
+        .team("cv", h100=16)
+        .build()
+    )
+    state = (
+        make_state(policy)
+        .running(T("c1").team("cv").gpus(24).priority(100), at=0)
+        .running(T("own").team("nlp").gpus(8).priority(50), at=0)
+        .pending(T("p").team("nlp").gpus(8).priority(500).at(10))
+        .obj()
+    )
+    d1 = decide_checked(state, 1000)
+    assert {p.victim_id for p in d1.preempt} == {"c1"}
+    apply_decisions(state, d1, 1000)
+    # A higher-priority task of the same team arrives while c1 stops: it must not start a new plan
+    # that takes the preemptor's place (nor preempt `own` in the same breath).
+    state.add_pending(T("p2").team("nlp").gpus(8).priority(900).at(1001).obj())
+    d2 = decide_checked(state, 1001)
+    assert not d2.preempt and not d2.admit
+    assert d2.pending["p"].code is PendingCode.WAITING_FOR_PREEMPTION
+    state.requeue("c1", 1060)
+    d3 = decide_checked(state, 1060)
+    assert "p" in {a.task_id for a in d3.admit}
+
+
+def test_a_victim_requeued_at_the_same_instant_does_not_take_its_gpus_back() -> None:
+    state = _bwc_state()
+    d1 = decide_checked(state, 1000)
+    apply_decisions(state, d1, 1000)
+    state.requeue("v", 1000)  # zero grace, same instant: the trap
+    d2 = decide_checked(state, 1000)
+    assert [a.task_id for a in d2.admit] == ["p"]
+    assert not d2.preempt
+    apply_decisions(state, d2, 1000)
+    assert decide_checked(state, 1000).empty
+
+
+def test_no_task_is_preempted_twice_without_progress() -> None:
+    policy = (
+        make_policy()
+        .pool("h100", nodes=4, gpus_per_node=8)
+        .team("nlp", h100=16, reclaim="any")
+        .team("cv", h100=16)
+        .build()
+    )
+    state = make_state(policy).running(T("v").team("cv").gpus(24).priority(100), at=0).obj()
+    state.add_pending(T("p").team("nlp").gpus(16).at(5).obj())
+    apply_decisions(state, decide_checked(state, 10), 10)
+    state.requeue("v", 20)
+    state.finish("p") if state.running("p") else None
+    # v was preempted once; p leaves; v is readmitted, borrowing again.
+    state.remove_pending("p") if state.pending("p") else None
+    d = decide_checked(state, 30)
+    assert [a.task_id for a in d.admit] == ["v"]
+    apply_decisions(state, d, 30)
+    assert state.preemption_count("v") == 1
+    state.add_pending(T("p2").team("nlp").gpus(16).at(40).obj())
+    protected = decide_checked(state, 100)
+    assert not protected.preempt
+    assert decide_checked(state, 100, KUEUE).preempt  # Kueue takes it back at once
+    later = decide_checked(state, 30 + 301)  # the experiment class's min_runtime is 300 s
+    assert [p.victim_id for p in later.preempt] == ["v"]
+
+
+def test_kueue_tries_preemption_only_in_the_first_pool_where_it_could_help() -> None:
+    policy = (
+        make_policy()
+        .pool("a100", nodes=1, gpus_per_node=8)
+        .pool("h100", nodes=1, gpus_per_node=8)
+        .team("nlp", a100=8, h100=8, within_team="lower_priority", borrow_limit=0)
+        .build()
+    )
+    state = (
+        make_state(policy)
+        .running(T("a").team("nlp").gpus(8).priority(900), pool="a100")
+        .running(T("h").team("nlp").gpus(8).priority(100), pool="h100")
+        .pending(T("p").team("nlp").gpus(8).priority(500))
+        .obj()
+    )
+    assert not decide_checked(state, 10, KUEUE).preempt
+    assert [p.victim_id for p in decide_checked(state, 10).preempt] == ["h"]
+
+
+def test_settle_fills_the_cluster_one_head_per_team_per_cycle_in_kueue_mode() -> None:
+    policy = (
+        make_policy().pool("h100", nodes=4, gpus_per_node=8).team("nlp", h100=16).team("cv", h100=16).build()
+    )
+    state = make_state(policy).pending(*(T(f"t{i}").team("nlp").gpus(4).at(i) for i in range(8))).obj()
+    rounds = settle(state, 0, KUEUE)
+    assert len(rounds) == 8 and all(len(r.admit) == 1 for r in rounds)
+    assert state.running_count("nlp") == 8
+
+
+# --- fair share ----------------------------------------------------------------------------------
+
+
+def _fair_policy(half_life_s: int = 0, weight_a: int = 1):
+    return (
+        make_policy()
+        .pool("h100", nodes=4, gpus_per_node=8)
+        .team("a", h100=8, reclaim="any", weight=weight_a)
+        .team("b", h100=8, reclaim="any")
+        .team("c", h100=16, reclaim="any")
+        .fair_share(half_life_s)
+        .build()
+    )
+
+
+def test_fair_share_admits_the_team_with_the_lower_share_first() -> None:
+    state = (
+        make_state(_fair_policy())
+        .running(T("a0").team("a").gpus(16))
+        .running(T("c0").team("c").gpus(8))
+        .pending(T("a1").team("a").gpus(8).priority(900).at(0), T("b1").team("b").gpus(8).priority(100).at(5))
+        .obj()
+    )
+    # 8 GPUs left: b's share after admission is 0 (within nominal), a's is above 0.
+    d = decide_checked(state, 10)
+    assert [x.task_id for x in d.admit] == ["b1"]
+
+
+def test_fair_share_weight_makes_a_heavier_team_look_smaller() -> None:
+    def run(weight_a: int) -> list[str]:
+        state = (
+            make_state(_fair_policy(weight_a=weight_a))
+            .running(T("a0").team("a").gpus(12))
+            .running(T("b0").team("b").gpus(10))
+            .pending(T("a1").team("a").gpus(4).at(0), T("b1").team("b").gpus(4).at(0))
+            .running(T("c0").team("c").gpus(6))
+            .obj()
+        )
+        return [x.task_id for x in decide_checked(state, 10, EngineConfig(multi_admit=False)).admit]
+
+    assert run(weight_a=1) == ["b1"]  # a would borrow 8, b 6
+    assert run(weight_a=4) == ["a1"]  # a's 8 borrowed count a quarter
+
+
+def _share_rule_state(strategies: tuple[FairShareStrategy, ...]):
+    state = (
+        make_state(_fair_policy())
+        .running(T("a_big").team("a").gpus(24).priority(100))
+        .running(T("c0").team("c").gpus(8))
+        .pending(T("c1").team("c").gpus(16).priority(100))
+        .obj()
+    )
+    return decide_checked(state, 1000, EngineConfig(fair_share_strategies=strategies))
+
+
+def test_fair_share_falls_back_to_less_than_initial_share() -> None:
+    d = _share_rule_state(
+        (FairShareStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, FairShareStrategy.LESS_THAN_INITIAL_SHARE)
+    )
+    assert [(p.victim_id, p.reason) for p in d.preempt] == [("a_big", PreemptReason.FAIR_SHARE)]
+
+
+def test_fair_share_final_share_rule_alone_refuses_to_overshoot() -> None:
+    d = _share_rule_state((FairShareStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,))
+    assert not d.preempt
+
+
+def test_fair_share_takes_from_the_team_with_the_highest_share() -> None:
+    state = (
+        make_state(_fair_policy())
+        .running(T("a0").team("a").gpus(8).priority(100), at=0)
+        .running(T("a1").team("a").gpus(12).priority(100), at=1)
+        .running(T("b0").team("b").gpus(8).priority(100), at=0)
+        .running(T("b1").team("b").gpus(4).priority(100), at=2)
+        .pending(T("c1").team("c").gpus(4).priority(100))
+        .obj()
+    )
+    # The cohort is full; a borrows 12, b borrows 4; c wants 4 within its nominal: a's task goes,
+    # although b's is the most recently admitted.
+    d = decide_checked(state, 1000, EngineConfig(node_placement=False))
+    assert [p.victim_id for p in d.preempt] == ["a1"]
+
+
+def test_usage_half_life_remembers_who_used_the_cluster_lately() -> None:
+    def order(half_life_s: int) -> list[str]:
+        state = make_state(_fair_policy(half_life_s=half_life_s)).obj()
+        state.add_pending(T("a_past").team("a").gpus(32).obj())
+        apply_decisions(state, decide_checked(state, 0), 0)
+        state.finish("a_past", now=600)
+        state.add_pending(T("c0").team("c").gpus(16).at(600).obj())
+        apply_decisions(state, decide_checked(state, 600), 600)
+        state.add_pending(T("a1").team("a").gpus(12).at(650).obj())
+        state.add_pending(T("b1").team("b").gpus(12).at(660).obj())
+        state.advance_usage(700)
+        return [x.task_id for x in decide_checked(state, 700).admit]
+
+    assert order(half_life_s=0) == ["a1"]  # equal shares: the older task
+    assert order(half_life_s=600) == ["b1"]  # a used 32 GPUs until recently
