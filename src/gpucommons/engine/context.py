@@ -37,7 +37,6 @@ class Cycle:
             if root is not None:
                 self._root_teams.setdefault(root, []).append(team.name)
         self._team_index = {t.name: i for i, t in enumerate(self.policy.teams)}
-        self._partition_gpus: dict[tuple[str, str], int] = {}
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -71,14 +70,7 @@ class Cycle:
 
     def partition_gpus(self, team: str, pool: str) -> int:
         """GPUs on the nodes the team may land on in the pool (its own nodes if dedicated)."""
-        key = (team, pool)
-        cached = self._partition_gpus.get(key)
-        if cached is None:
-            nodes = self.state.nodes.pools.get(pool)
-            part = self.state.nodes.partition.get(team, "")
-            cached = sum(1 for o in nodes.owner if o == part) * nodes.gpus_per_node if nodes else 0
-            self._partition_gpus[key] = cached
-        return cached
+        return self.state.nodes.partition_capacity(team, pool)
 
     def weight_milli(self, team: str) -> int:
         return int(self._teams[team].fair_share_weight * Decimal(1000))

@@ -101,7 +101,10 @@ class _Scheduler:
         self.admits: list[Admit] = []
         self.preempts: list[Preempt] = []
         self.pending: dict[str, Pending] = {}
-        self.heap: list[tuple[EntryKey, int, str, str]] = []
+        self.heap: list[tuple[EntryKey, int, str, str, int]] = []
+        #: Bumped whenever a team's usage changes in the cycle: a head's key is stale only then.
+        self.version: dict[str, int] = {}
+        self._never_fits_cache: dict[tuple[str, tuple[str, ...], Resources], Pending | None] = {}
         self.cursors: dict[str, _TeamCursor] = {}
         self.waiting = cy.state.waiting_preemptors()
         #: (root cohort or team, pool) pairs that already have a preemption plan this cycle.
@@ -124,12 +127,12 @@ class _Scheduler:
             self.cursors[team] = cursor
             self._push_next(cursor)
         while self.heap:
-            key, _, team, task_id = heapq.heappop(self.heap)
+            key, _, team, task_id, version = heapq.heappop(self.heap)
             task = self.state.pending(task_id)
             if task is None:
                 continue
             is_waiting = task_id in self.waiting
-            if self.cy.config.multi_admit:
+            if self.cy.config.multi_admit and version != self._version_of(task.team):
                 # Keys go stale as the cycle admits: re-rank lazily (each head moves at most a few times).
                 fresh = self._key(task, is_waiting)
                 if fresh > key and self.heap and fresh > self.heap[0][0]:
@@ -140,7 +143,18 @@ class _Scheduler:
 
     def _push(self, key: EntryKey, task: TaskRequest) -> None:
         self._tick += 1
-        heapq.heappush(self.heap, (key, self._tick, task.team, task.id))
+        heapq.heappush(self.heap, (key, self._tick, task.team, task.id, self._version_of(task.team)))
+
+    def _version_of(self, team: str) -> int:
+        """Changes when anything a head's key depends on changes: its team's usage (classic), or
+        any usage in its root cohort (fair share, where lendable capacity is shared)."""
+        if self.fair:
+            return self.version.get(self.cy.root(team) or team, 0)
+        return self.version.get(team, 0)
+
+    def _bump(self, team: str) -> None:
+        scope = (self.cy.root(team) or team) if self.fair else team
+        self.version[scope] = self.version.get(scope, 0) + 1
 
     def _push_next(self, cursor: _TeamCursor) -> None:
         """Make the team's next task to consider a head."""
@@ -282,10 +296,15 @@ class _Scheduler:
             cursor.done = True
 
     def _never_fits(self, task: TaskRequest) -> Pending | None:
+        key = (task.team, task.pools, task.resources)
+        if key in self._never_fits_cache:
+            return self._never_fits_cache[key]
         pools, _ = self.cy.pools_for(task.team, task.pools)
+        reason = None
         if pools and all(never_fits_limit(self.cy, task, p) is not None for p in pools):
-            return pending_reason(self.cy, task, pools[0])
-        return None
+            reason = pending_reason(self.cy, task, pools[0])
+        self._never_fits_cache[key] = reason
+        return reason
 
     def _matching_failure(self, cursor: _TeamCursor, task: TaskRequest) -> _Failure | None:
         """A task asking at least what a failed task of the same team asked, in the same pools,
@@ -332,6 +351,7 @@ class _Scheduler:
         borrowed = cy.borrowed_after(task.team, pool, task.resources)
         admission = Admission(pool=pool, placement=placement, borrowed=borrowed)
         cy.hold(task.team, pool, task.resources, placement)
+        self._bump(task.team)
         cy.taken.add(task.id)
         # Kueue: after an admission in a cohort, its preemptions wait for the next cycle, where the
         # new task is a candidate too (else an older task of a team that only now borrows could go).
@@ -391,6 +411,7 @@ class _Scheduler:
             if any(g not in held for g in s.gpu_indices)
         )
         cy.hold(task.team, pool, task.resources, extra)
+        self._bump(task.team)
         for t in targets:
             cy.taken.add(t.victim.task.id)
             if not t.leaving:

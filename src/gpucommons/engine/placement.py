@@ -119,6 +119,10 @@ class PoolNodes:
             local += 1
         return tuple(out)
 
+    def capacity_of(self, part: str) -> int:
+        """GPUs on the partition's nodes, free or not."""
+        return self.owner.count(part) * self.gpus_per_node
+
     def free_in(self, part: str) -> int:
         b = self.buckets.get(part)
         if b is None:
@@ -141,6 +145,8 @@ class NodeMap:
     def __init__(self, policy: Policy) -> None:
         self.pools: dict[str, PoolNodes] = {}
         self.partition: dict[str, str] = {}
+        #: GPUs on each (pool, partition)'s nodes.
+        self.capacity: dict[tuple[str, str], int] = {}
         for team in policy.teams:
             self.partition[team.name] = team.name if team.isolation is Isolation.DEDICATED else SHARED
         for pool in policy.pools:
@@ -155,7 +161,10 @@ class NodeMap:
                     owners[next_node] = team.name
                     next_node -= 1
                     need -= 1
-            self.pools[pool.name] = PoolNodes(pool.nodes, pool.gpus_per_node, owners)
+            nodes = PoolNodes(pool.nodes, pool.gpus_per_node, owners)
+            self.pools[pool.name] = nodes
+            for part in set(owners):
+                self.capacity[(pool.name, part)] = nodes.capacity_of(part)
 
     def find(self, team: str, pool: str, gpus: int) -> tuple[NodeSlice, ...] | None:
         nodes = self.pools.get(pool)
@@ -170,6 +179,10 @@ class NodeMap:
     def give_back(self, pool: str, placement: tuple[NodeSlice, ...]) -> None:
         if placement and pool in self.pools:
             self.pools[pool].give_back(placement)
+
+    def partition_capacity(self, team: str, pool: str) -> int:
+        """GPUs on the nodes the team may land on in the pool (its own nodes if dedicated)."""
+        return self.capacity.get((pool, self.partition.get(team, SHARED)), 0)
 
     def free_gpus(self, team: str, pool: str) -> int:
         nodes = self.pools.get(pool)

@@ -64,6 +64,8 @@ class QuotaTree:
         for parent in list(self.team_parent.values()):
             if parent is not None and parent not in self.cohort_parent:
                 self.cohort_parent[parent] = None
+        #: Each team's cohorts from its own up to the root, computed once (the tree is static).
+        self._ancestors: dict[str, tuple[str, ...]] = {t: tuple(self._walk_up(t)) for t in self.team_parent}
         for (team_name, pool), q in self.quotas.items():
             for cohort in self.ancestors(team_name):
                 key = (cohort, pool)
@@ -90,8 +92,11 @@ class QuotaTree:
 
     # --- structure -------------------------------------------------------------------------------
 
-    def ancestors(self, team: str) -> Iterable[str]:
+    def ancestors(self, team: str) -> tuple[str, ...]:
         """The team's cohort, its parent, ... up to the root (nothing for dedicated teams)."""
+        return self._ancestors.get(team, ())
+
+    def _walk_up(self, team: str) -> Iterable[str]:
         cohort = self.team_parent.get(team)
         seen: set[str] = set()
         while cohort is not None and cohort not in seen:
@@ -100,10 +105,8 @@ class QuotaTree:
             cohort = self.cohort_parent.get(cohort)
 
     def root(self, team: str) -> str | None:
-        last = None
-        for c in self.ancestors(team):
-            last = c
-        return last
+        chain = self._ancestors.get(team)
+        return chain[-1] if chain else None
 
     def quota(self, team: str, pool: str) -> TeamQuota | None:
         return self.quotas.get((team, pool))
@@ -119,10 +122,15 @@ class QuotaTree:
         old = self.usage[key]
         new = old + delta
         self.usage[key] = new
-        stored_delta = _pos(new - q.guaranteed) - _pos(old - q.guaranteed)
+        g = q.guaranteed
+        stored_delta = Resources(
+            max(0, new.gpus - g.gpus) - max(0, old.gpus - g.gpus),
+            max(0, new.cpu_milli - g.cpu_milli) - max(0, old.cpu_milli - g.cpu_milli),
+            max(0, new.memory_mib - g.memory_mib) - max(0, old.memory_mib - g.memory_mib),
+        )
         if stored_delta.is_zero():
             return
-        for cohort in self.ancestors(team):
+        for cohort in self._ancestors.get(team, ()):
             ck = (cohort, pool)
             self.cohort_usage[ck] = self.cohort_usage[ck] + stored_delta
 
