@@ -1,0 +1,105 @@
+"""Benchmark: Philly October 2017 (47,192 jobs) on examples/philly-oct-704.yaml under each engine.
+
+Prints, for each engine and each checkpoint setting (none, and 30 min for every job):
+simulator speed (jobs/s), utilization against the work-conserving bound, preemptions, lost and
+overhead GPU-hours, idle-while-waiting GPU-hours, broken-guarantee hours; then per team the
+p50/p95 wait and finish-time fairness (JCT under sharing ÷ JCT under static).
+
+    /work/venv/bin/python bench/sim_philly.py                 # everything (~a few minutes)
+    /work/venv/bin/python bench/sim_philly.py --engine kueue --checkpoint none
+    /work/venv/bin/python bench/sim_philly.py --profile commons   # cProfile of one run
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gpucommons.policy import load_policy
+from gpucommons.sim import SimConfig, read_trace, simulate, with_default_checkpoint_interval
+from gpucommons.sim.report import build_report
+from gpucommons.sim.runner import bound_for
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TRACE = Path("/work/shared/traces/philly_vc_jobs_2017-10.csv")
+DEFAULT_POLICY = ROOT / "examples" / "philly-oct-704.yaml"
+ENGINES = ("static", "kueue", "commons")  # static first: the others' fairness needs it
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    ap.add_argument("--policy", type=Path, default=DEFAULT_POLICY)
+    ap.add_argument("--engine", action="append", choices=ENGINES, help="repeatable; default: all three")
+    ap.add_argument("--checkpoint", action="append", choices=("none", "30m"), help="repeatable; default both")
+    ap.add_argument("--restart-overhead", type=float, default=0.0)
+    ap.add_argument("--profile", choices=ENGINES, help="profile one run (no checkpoints) and print the top")
+    args = ap.parse_args()
+
+    policy = load_policy(args.policy)
+    with args.trace.open(encoding="utf-8", newline="") as handle:
+        base_jobs = read_trace(handle, source=str(args.trace))
+    print(f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name}")
+
+    if args.profile:
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.enable()
+        simulate(policy, base_jobs, SimConfig(engine=args.profile))
+        profiler.disable()
+        print(f"{args.profile}: {time.perf_counter() - started:.1f} s under the profiler")
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        return 0
+
+    engines = [e for e in ENGINES if e in (args.engine or ENGINES)]
+    settings = args.checkpoint or ["none", "30m"]
+    for setting in settings:
+        jobs = with_default_checkpoint_interval(base_jobs, 1800 if setting == "30m" else None)
+        config = SimConfig(restart_overhead_s=args.restart_overhead)
+        reports: dict[str, dict[str, Any]] = {}
+        static_outcome = None
+        print(f"\n## checkpoint interval: {setting} · restart overhead {args.restart_overhead:g} s")
+        print(
+            f"{'engine':8} {'run s':>6} {'jobs/s':>7} {'util':>6} {'bound':>6} {'preempt':>8} "
+            f"{'lost GPU-h':>10} {'ovh GPU-h':>9} {'idle-wait GPU-h':>15} {'violation h':>11} "
+            f"{'never fit':>9}"
+        )
+        for engine in engines:
+            started = time.perf_counter()
+            outcome = simulate(policy, jobs, replace(config, engine=engine))
+            elapsed = time.perf_counter() - started
+            if engine == "static":
+                static_outcome = outcome
+            report = build_report(outcome, bound_for(outcome), static_outcome)
+            s = reports.setdefault(engine, report["summary"])
+            violation_h = sum(t["guarantee_violation_s"] for t in s["teams"].values()) / 3600
+            print(
+                f"{engine:8} {elapsed:6.1f} {len(jobs) / elapsed:7.0f} {s['gpu_utilization']:6.1%} "
+                f"{s['utilization_bound']:6.1%} {s['preemptions']:8,} {s['lost_gpu_hours']:10,.1f} "
+                f"{s['overhead_gpu_hours']:9,.1f} {s['idle_while_waiting_gpu_hours']:15,.0f} "
+                f"{violation_h:11,.1f} {s['never_fit_jobs']:9,}"
+            )
+            sys.stdout.flush()
+        print("\nper team: wait p50 / p95 (s) · fairness (JCT shared ÷ JCT static)")
+        print(f"{'team':8} {'quota':>5} {'jobs':>6} " + " ".join(f"{e:>28}" for e in engines))
+        for name, t0 in reports[engines[0]]["teams"].items():
+            cells = []
+            for engine in engines:
+                t = reports[engine]["teams"][name]
+                fairness = t["finish_time_fairness"]
+                cells.append(
+                    f"{t['wait_p50_s']:>9,.0f} /{t['wait_p95_s']:>9,.0f} · "
+                    + ("   — " if fairness is None else f"{fairness:4.2f}")
+                )
+            print(f"{name:8} {t0['nominal_gpus']:>5} {t0['jobs']:>6} " + " ".join(f"{c:>28}" for c in cells))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""`commons simulate`: replay a trace under a policy and write contract 3's R.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpucommons.cli.main import app
+from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
+from gpucommons.planning.whatif import short_duration
+from gpucommons.sim import (
+    SimConfig,
+    SimulationError,
+    UnknownNamesError,
+    dumps,
+    run_simulation,
+    with_default_checkpoint_interval,
+)
+from gpucommons.sim.runner import PhaseProgress
+
+ENGINES = ("commons", "kueue", "static")
+console = Console(highlight=False)
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description:<24}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def phase_callback(progress: Progress) -> PhaseProgress:
+    """Map the simulator's (phase, done, total) callbacks onto one bar per phase."""
+    bars: dict[str, Any] = {}
+
+    def update(label: str, done: int, total: int) -> None:
+        if label not in bars:
+            bars[label] = progress.add_task(label, total=total)
+        progress.update(bars[label], completed=done)
+
+    return update
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise fail(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    return engine
+
+
+def summary_table(summary: dict[str, Any], title: str) -> Table:
+    unit = "GPU" if summary.get("metered_resource", "gpus") == "gpus" else "CPU"
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+        show_edge=False,
+    )
+    headers = ("team", "quota", "jobs", "p50", "p95", "JCT", f"{unit}-h", "borrow", "broken", "fair", "pre.")
+    for column in headers:
+        table.add_column(column, justify="left" if column == "team" else "right", no_wrap=True)
+    for name, t in summary["teams"].items():
+        fairness = t.get("finish_time_fairness")
+        table.add_row(
+            name,
+            str(t["nominal_gpus"]),
+            f"{t['jobs']:,}",
+            short_duration(t["wait_p50_s"]),
+            short_duration(t["wait_p95_s"]),
+            short_duration(t["jct_mean_s"]),
+            f"{t['gpu_hours']:,.0f}",
+            f"{t['borrowed_gpu_hours']:,.0f}",
+            short_duration(t["guarantee_violation_s"]),
+            "—" if fairness is None else f"{fairness:.2f}",
+            f"{t['preemptions']:,}",
+        )
+    return table
+
+
+def print_summary(summary: dict[str, Any], title: str) -> None:
+    console.print(summary_table(summary, title))
+    console.print(
+        "p50/p95: wait to first start · JCT: mean completion time · borrow: hours above quota\n"
+        "broken: time the team asked for ≤ its quota yet did not get it · fair: JCT ÷ JCT under static"
+    )
+    bound = summary["utilization_bound"]
+    console.print(
+        f"utilization {summary['gpu_utilization']:.1%}"
+        + (f" (work-conserving bound {bound:.1%})" if bound is not None else "")
+        + f" · makespan {short_duration(summary['makespan_s'])} · preemptions {summary['preemptions']:,}"
+        f" · lost {summary['lost_gpu_hours']:,} GPU-h · idle while waiting"
+        f" {summary['idle_while_waiting_gpu_hours']:,} GPU-h"
+    )
+    for key, what in (
+        ("never_fit_jobs", "never fit this engine's limits (kept in the report, never started)"),
+        ("unfinished_jobs", "were still waiting when nothing else could happen"),
+        ("dropped_jobs", "were dropped (unknown team, class or pool)"),
+        ("preemption_loop_jobs", "were preempted twice or more without progress (a preemption loop)"),
+    ):
+        if summary.get(key):
+            console.print(f"[yellow]warning:[/] {summary[key]:,} job(s) {what}")
+
+
+@app.command()
+def simulate(
+    policy: Path = typer.Option(..., "--policy", help="The policy file (commons.yaml)."),
+    trace: Path = typer.Option(
+        ..., "--trace", help="The trace CSV (job_id,team,submit_time_s,duration_s,gpus)."
+    ),
+    out: Path = typer.Option(..., "--out", help="Where to write the result JSON."),
+    engine: str = typer.Option("commons", "--engine", help="commons | kueue | static"),
+    restart_overhead: float = typer.Option(
+        0.0, "--restart-overhead", min=0.0, help="Seconds a preempted job pays when it starts again."
+    ),
+    checkpoint_interval: str | None = typer.Option(
+        None, "--checkpoint-interval", help="Give jobs without one this checkpoint interval (30m, 1h, ...)."
+    ),
+    drop_unknown: bool = typer.Option(
+        False, "--drop-unknown", help="Drop jobs of unknown teams, classes or pools (with a warning)."
+    ),
+    fairness: bool = typer.Option(
+        True, "--fairness/--no-fairness", help="Also replay under `static` for finish-time fairness."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no table."),
+) -> None:
+    """Replay a trace under a policy with one engine; write the result JSON (DESIGN contract 3)."""
+    check_engine(engine)
+    the_policy = load_policy_or_exit(policy)
+    jobs = with_default_checkpoint_interval(
+        load_trace_or_exit(trace), parse_interval_or_exit(checkpoint_interval)
+    )
+    config = SimConfig(engine=engine, restart_overhead_s=restart_overhead, drop_unknown=drop_unknown)
+    try:
+        if quiet:
+            result = run_simulation(the_policy, jobs, config, fairness=fairness)
+        else:
+            with progress_bar() as bar:
+                result = run_simulation(
+                    the_policy, jobs, config, fairness=fairness, on_progress=phase_callback(bar)
+                )
+    except UnknownNamesError as exc:
+        raise fail(f"{trace}: {exc}\n(use --drop-unknown to drop these jobs and go on)") from None
+    except SimulationError as exc:
+        raise fail(f"the simulation stopped: {exc}") from None
+    if result.outcome.resolution.refused_count:
+        for line in result.outcome.resolution.describe_refused():
+            console.print(f"[yellow]warning:[/] dropped {line}")
+    try:
+        out.write_text(dumps(result.report), encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"{out}: cannot write the result: {exc.strerror}") from None
+    if not quiet:
+        print_summary(result.report["summary"], f"{policy.name} · engine {engine}")
+    console.print(f"wrote {out}")

@@ -1,0 +1,146 @@
+"""The what-if HTML report: one self-contained file (inline SVG plots, no scripts, no network).
+
+Plots: each team's GPUs over time against its quota (one panel per team, one line per variant),
+and each team's wait-time distribution per variant (box plots on a log scale). Rendering happens in
+memory (matplotlib's Agg backend into an SVG string); writing the file is the caller's job.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from gpucommons.planning.whatif import Comparison, summary_rows, team_rows
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+DAY = 86400.0
+
+
+def _svg(fig: Any) -> str:
+    buffer = io.StringIO()
+    # A fixed hash salt and no date keep the SVG identical from run to run.
+    with matplotlib.rc_context({"svg.hashsalt": "gpucommons"}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
+
+
+def usage_plot(comparison: Comparison) -> str:
+    """Small multiples: per team, GPUs held over time for each variant, and the quota as a dashed line."""
+    teams = comparison.team_names()
+    cols = 3 if len(teams) > 4 else max(len(teams), 1)
+    rows = math.ceil(len(teams) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.4 * rows), squeeze=False, sharex=True)
+    unit = "GPUs" if comparison.summaries()[0].get("metered_resource", "gpus") == "gpus" else "CPUs"
+    for k, team in enumerate(teams):
+        ax = axes[k // cols][k % cols]
+        quota = 0.0
+        for v, result in enumerate(comparison.results):
+            tl = result.outcome.timeline
+            held = tl.held.get(team, [])
+            xs = [(tl.origin_s + (i + 0.5) * tl.bin_s - tl.origin_s) / DAY for i in range(len(held))]
+            ax.plot(
+                xs, held, color=COLORS[v % len(COLORS)], linewidth=0.9, label=comparison.variants[v].label
+            )
+            quota = max(quota, tl.nominal.get(team, 0.0))
+        ax.axhline(quota, color="black", linestyle="--", linewidth=1.0, label="quota")
+        ax.set_title(f"{team} (quota {quota:g})", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        if k % cols == 0:
+            ax.set_ylabel(f"{unit} held", fontsize=8)
+        if k // cols == rows - 1:
+            ax.set_xlabel("days since first submit", fontsize=8)
+    for k in range(len(teams), rows * cols):
+        axes[k // cols][k % cols].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return _svg(fig)
+
+
+def wait_plot(comparison: Comparison) -> str:
+    """Per team, the distribution of waits (first start − submit) under each variant."""
+    teams = comparison.team_names()
+    n = len(comparison.results)
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(teams) * max(n, 2) * 0.6), 4.0))
+    width = 0.8 / max(n, 1)
+    for v, result in enumerate(comparison.results):
+        data, positions = [], []
+        for k, team in enumerate(teams):
+            waits = [
+                max(run.first_start_s - run.job.submit_s, 1.0)  # log scale: a zero wait shows as 1 s
+                for run in result.outcome.runs
+                if run.job.team == team and run.first_start_s is not None
+            ]
+            data.append(waits or [1.0])
+            positions.append(k + (v - (n - 1) / 2) * width)
+        box = ax.boxplot(
+            data, positions=positions, widths=width * 0.9, whis=(5, 95), showfliers=False, patch_artist=True
+        )
+        for patch in box["boxes"]:
+            patch.set_facecolor(COLORS[v % len(COLORS)])
+            patch.set_alpha(0.6)
+        ax.plot(
+            [], [], color=COLORS[v % len(COLORS)], linewidth=6, alpha=0.6, label=comparison.variants[v].label
+        )
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(teams)))
+    ax.set_xticklabels(teams, rotation=30, fontsize=8)
+    ax.set_ylabel("wait (s, log scale; whiskers p5–p95)", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, ncol=min(n, 4))
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1280px;
+color:#222;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border-bottom:1px solid #ddd;padding:.3rem .7rem;text-align:right}
+th:first-child,td:first-child{text-align:left}thead th{background:#f4f4f4}
+p.note{color:#555;font-size:.85rem;max-width:60rem}svg{max-width:100%;height:auto}
+"""
+
+
+def render_html(comparison: Comparison, title: str, trace_name: str) -> str:
+    labels = [v.label for v in comparison.variants]
+    jobs = comparison.summaries()[0]["jobs"] if comparison.results else 0
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='note'>Trace <code>{html.escape(trace_name)}</code>, {jobs:,} jobs, replayed by the GPU "
+        "Commons simulator under each variant with the same engine code the live scheduler runs.</p>",
+        "<h2>Cluster</h2>",
+        _table(["metric", *labels], summary_rows(comparison)),
+        "<p class='note'>Utilization counts GPU-seconds held (lost work included) between the first and last "
+        "submission. The bound is a work-conserving FIFO scheduler with backfill and no quotas. Idle while "
+        "waiting is capacity left free while jobs that would have fitted in it waited.</p>",
+        "<h2>Teams: wait p50 / p95 · finish-time fairness</h2>",
+        _table(["team", *labels], team_rows(comparison)),
+        "<p class='note'>Fairness is the team's total job completion time under the variant ÷ under "
+        "<code>static</code> (each team confined to its quota): below 1 the team gains from sharing.</p>",
+        "<h2>GPUs held over time against quota</h2>",
+        usage_plot(comparison),
+        "<h2>Wait-time distribution per team</h2>",
+        wait_plot(comparison),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
