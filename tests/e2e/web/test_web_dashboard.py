@@ -271,16 +271,36 @@ def test_command_lines_split_like_a_shell_and_ages_read_short(scenario: Scenario
     assert result["round"] == "sh -c 'it'\"'\"'s'"
 
 
-def test_usage_page_shows_each_visible_teams_gpu_hours_this_month(scenario: Scenario, open_page: Any) -> None:
+def test_usage_page_shows_each_visible_teams_gpu_hours_this_month(
+    scenario: Scenario, open_page: Any, shots: Path
+) -> None:
     page = open_page(scenario.server.admin_token, path="#/usage")
     page.wait_for_selector("table.hours tr[data-team='alpha']")
     assert page.locator("table.hours tr[data-team='beta']").count() == 1
     alpha_hours = float(page.inner_text("tr[data-team='alpha'] td[data-col='gpu-hours']").replace(",", ""))
     assert alpha_hours > 0  # 6 GPUs have been held since the scenario started
 
+    # This month's costs (contract 5, month to date: they move every second), exactly as the API sent
+    # them to the page.
+    with page.expect_response(lambda r: "/api/v1/invoices?" in r.url) as answer:
+        page.reload()
+    costs = answer.value.json()
+    page.wait_for_selector("table.costs")
+    assert set(costs["teams"]) == {"alpha", "beta"}
+    for team, cost in costs["teams"].items():
+        total = page.inner_text(f"table.costs tr[data-team='{team}'] td.total")
+        assert total == f"${cost['total_cents'] / 100:,.2f}"
+    assert "within budget (soft)" in page.inner_text("table.budgets tr[data-team='alpha']")
+    page.screenshot(path=str(shots / "usage.png"), full_page=True)
+
+    with page.expect_download() as download:
+        page.click("button[aria-label^='PDF invoice for alpha']")
+    assert Path(download.value.path()).read_bytes().startswith(b"%PDF")
+
     member = open_page(scenario.beta_token, path="#/usage")
     member.wait_for_selector("table.hours tr[data-team='beta']")
     assert member.locator("table.hours tr[data-team='alpha']").count() == 0
+    assert member.locator("table.costs tr[data-team='alpha']").count() == 0
 
     # A month before the cluster existed has no usage at all.
     page.fill("input[name='month']", "2001-01")

@@ -159,25 +159,33 @@ export function gpuHoursByTeam(intervals, nowMs) {
     .sort((a, b) => a.team.localeCompare(b.team));
 }
 
+/** A list endpoint that older servers may lack: its items, or null on 404 (no such route). */
+async function optional(promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) return null;
+    throw e;
+  }
+}
+
 /**
- * The month's GPU-hours per team (the caller's visible teams), and its chargeback (contract 5) when the
- * server offers one (`chargeback: null` otherwise).
+ * The month's GPU-hours per team (the caller's visible teams), its chargeback (contract 5, the teams
+ * whose costs the caller may see) and this month's budgets; `chargeback`/`budgets` are null when the
+ * server does not compute costs.
  */
 export async function loadUsage(api, month) {
   const window_ = monthWindow(month);
-  const [intervals, chargeback] = await Promise.all([
+  const [intervals, chargeback, budgets] = await Promise.all([
     api.get("/usage", { from: window_.start, to: window_.end }).then(items),
-    api.get("/chargeback", { period: month }).catch((e) => {
-      // A month without usage is a 200 with no teams; a 404 means this server has no chargeback route.
-      if (e instanceof ApiError && e.status === 404) return null;
-      throw e;
-    }),
+    optional(api.get("/invoices", { month })),
+    optional(api.get("/budgets")),
   ]);
-  return { hours: gpuHoursByTeam(intervals, api.now()), chargeback };
+  return { hours: gpuHoursByTeam(intervals, api.now()), chargeback, budgets: budgets && items(budgets) };
 }
 
+/** One team's invoice for the month, as the API renders it (`html` or `pdf`). */
 export function invoiceUrl(base, month, team, format) {
-  const u = new URL(`${base}/invoices/${encodeURIComponent(month)}/${encodeURIComponent(team)}`, window.location.origin);
-  u.searchParams.set("format", format);
-  return u.pathname + u.search;
+  const query = new URLSearchParams({ month, team, format });
+  return `${base}/invoices?${query}`;
 }

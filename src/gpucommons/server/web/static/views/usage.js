@@ -62,7 +62,49 @@ export function render(data, ctx) {
             ".",
           ),
     ),
+    data.budgets && data.budgets.length && data.month === monthOf(new Date(ctx.api.now()))
+      ? h(
+          "section",
+          { "aria-labelledby": "budgets-heading" },
+          h("h2", { id: "budgets-heading" }, "Budgets this month"),
+          budgetsTable(data.budgets, data.chargeback?.currency || "USD"),
+        )
+      : null,
   ];
+}
+
+function budgetsTable(budgets, currency) {
+  const rows = [...budgets].sort((a, b) => a.team.localeCompare(b.team));
+  return table({
+    cls: "budgets",
+    caption: "Direct cost so far against each team's monthly budget",
+    columns: [["Team"], ["Spent vs budget", "bar-cell"], ["Spent", "num"], ["Budget", "num"], ["Status"]],
+    rows: rows.map((b) => {
+      const over = Math.max(0, b.spent_cents - b.budget_cents);
+      const label = `${b.team}: ${formatMoney(b.spent_cents, currency)} spent of a ${formatMoney(b.budget_cents, currency)} budget`;
+      return h(
+        "tr",
+        { dataset: { team: b.team } },
+        h("th", { scope: "row" }, b.team),
+        h(
+          "td",
+          { class: "bar-cell" },
+          quotaBar({ used: b.spent_cents, borrowed: over, nominal: b.budget_cents, scale: Math.max(b.budget_cents, b.spent_cents, 1), label }),
+        ),
+        h("td", { class: "num" }, formatMoney(b.spent_cents, currency)),
+        h("td", { class: "num" }, formatMoney(b.budget_cents, currency)),
+        h("td", {}, budgetStatus(b)),
+      );
+    }),
+  });
+}
+
+function budgetStatus(b) {
+  if (b.holds_new_tasks) return h("strong", { class: "danger-text" }, "exhausted: new tasks are held");
+  if (b.exhausted) return h("strong", {}, `exhausted (${b.enforce}: tasks still run)`);
+  const crossed = b.thresholds_crossed || [];
+  if (crossed.length) return `passed ${Math.max(...crossed)} % (${b.enforce})`;
+  return `within budget (${b.enforce})`;
 }
 
 function hoursTable(rows) {
@@ -70,7 +112,7 @@ function hoursTable(rows) {
   return table({
     cls: "hours",
     caption: "GPU-hours per team this month, with the part above quota",
-    columns: [["Team"], ["GPU-hours", "bar-cell"], ["GPU-hours", "num"], ["of which borrowed", "num"], ["Tasks", "num"]],
+    columns: [["Team"], ["Own vs borrowed", "bar-cell"], ["GPU-hours", "num"], ["of which borrowed", "num"], ["Tasks", "num"]],
     rows: rows.map((r) =>
       h(
         "tr",
@@ -100,12 +142,14 @@ function costs(r, month, ctx) {
   const teams = Object.entries(r.teams || {}).sort(([a], [b]) => a.localeCompare(b));
   const status = h("p", { class: "action-status", role: "status", "aria-live": "polite" });
   const sum = (key) => teams.reduce((acc, [, t]) => acc + (Number(t[key]) || 0), 0);
+  // The API lists only the teams whose costs the caller may see; cluster and platform stay whole.
+  const everyTeam = Boolean(ctx.who && (ctx.who.platform_admin || ctx.who.finance));
   return [
     h(
       "dl",
       { class: "stats wide" },
       h("div", { class: "stat" }, h("dt", {}, "Cluster cost"), h("dd", { dataset: { stat: "cluster" } }, formatMoney(r.cluster_cost_cents, currency))),
-      h("div", { class: "stat" }, h("dt", {}, "Charged to teams"), h("dd", {}, formatMoney(sum("total_cents"), currency))),
+      h("div", { class: "stat" }, h("dt", {}, everyTeam ? "Charged to teams" : "Charged to your teams"), h("dd", {}, formatMoney(sum("total_cents"), currency))),
       h("div", { class: "stat" }, h("dt", {}, "Kept by the platform"), h("dd", {}, formatMoney(r.platform_cents, currency))),
     ),
     teams.length
