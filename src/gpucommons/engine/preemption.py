@@ -91,6 +91,9 @@ def protected_borrowed(cy: Cycle, rt: RunningTask) -> bool:
 def _eligible(cy: Cycle, rt: RunningTask, p: Preemptor) -> bool:
     if rt.admission.pool != p.pool or not rt.task.preemptible or rt.task.id in cy.taken:
         return False
+    cls = cy.priority_class(rt.task.priority_class)
+    if cls is not None and not cls.preemptible:
+        return False  # the class says never, whatever the request said
     if rt.preempting and cy.state.preemptor_of(rt.task.id) is not None:
         return False  # reserved for the preemptor that evicted it
     if not _uses(rt, p.needs):
