@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.web.conftest import Server, wait_for
 
 from gpucommons.api import schemas
+from gpucommons.testing.web import Server, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.web.conftest import Server, free_port, running_server
 
 from gpucommons.testing.oidc import WEB_CLIENT, ProviderMissing, oidc_provider
+from gpucommons.testing.web import Server, free_port, running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.oidc, pytest.mark.slow]
+POLICY = Path(__file__).parent / "dashboard-policy.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def sso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "COMMONS_OIDC_CLIENT_ID": WEB_CLIENT[0],
             "COMMONS_OIDC_CLIENT_SECRET": WEB_CLIENT[1],
         }
-        with running_server(tmp_path_factory.mktemp("sso-home"), port, env) as srv:
+        with running_server(POLICY, tmp_path_factory.mktemp("sso-home"), port, env) as srv:
             yield srv
     finally:
         provider.__exit__(None, None, None)
