@@ -25,6 +25,8 @@ What real identity providers send, and what we do about it (each has a replay te
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,7 @@ from scim2_models import (
     ETag,
     Filter,
     Group,
+    GroupMember,
     Patch,
     ResourceType,
     ScimPolicy,
@@ -218,3 +221,89 @@ def stored_resource(resource: ScimUser | ScimGroup) -> dict[str, Any]:
     for key in _NOT_STORED:
         data.pop(key, None)
     return data
+
+
+# ------------------------------------------------------------------------------------------------
+# Membership PATCHes, the bulk of what an IdP sends: applied without rebuilding the whole group.
+
+_MEMBER_FILTER = re.compile(r'^\s*members\s*\[\s*value\s+eq\s+"((?:[^"\\]|\\.)*)"\s*\]\s*$', re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberEdit:
+    """One membership operation: `add` entries, `remove` ids, `remove_all`, or `replace` by entries."""
+
+    op: str
+    entries: tuple[dict[str, Any], ...] = ()
+    ids: tuple[str, ...] = ()
+
+
+def _member_entry(raw: Any) -> dict[str, Any] | None:
+    """A member as we keep it (value, display, type, $ref without nulls), or None if it is not one."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("value"), str) or not raw["value"]:
+        return None
+    try:
+        member = GroupMember.model_validate(raw, scim_policy=SCIM_POLICY)
+    except ValueError:
+        return None
+    dumped: dict[str, Any] = member.model_dump(scim_ctx=None, by_alias=True, exclude_none=True, mode="json")
+    return dumped
+
+
+def members_only_patch(payload: Any) -> list[MemberEdit] | None:
+    """The membership edits of a PatchOp that touches nothing but `members`, in the shapes Okta and
+    Entra ID send (add a list; remove `members[value eq "x"]`; remove with a value list; replace a
+    list); None for anything else, which then takes the general scim2-models path."""
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(payload.get("Operations"), list)
+        or not payload["Operations"]
+    ):
+        return None
+    edits: list[MemberEdit] = []
+    for operation in payload["Operations"]:
+        if not isinstance(operation, dict):
+            return None
+        op = str(operation.get("op", "")).lower()
+        path = operation.get("path")
+        value = operation.get("value")
+        if not isinstance(path, str):
+            return None
+        selected = _MEMBER_FILTER.match(path)
+        if selected and op == "remove" and value is None:
+            edits.append(MemberEdit("remove", ids=(json.loads(f'"{selected.group(1)}"'),)))
+            continue
+        if path.strip().lower() != "members":
+            return None
+        if op == "remove" and value is None:
+            edits.append(MemberEdit("remove_all"))
+            continue
+        items = value if isinstance(value, list) else [value]
+        entries = [_member_entry(item) for item in items]
+        if any(e is None for e in entries) or op not in ("add", "remove", "replace"):
+            return None
+        kept = tuple(e for e in entries if e is not None)
+        if op == "remove":
+            edits.append(MemberEdit("remove", ids=tuple(e["value"] for e in kept)))
+        else:
+            edits.append(MemberEdit(op, entries=kept))
+    return edits
+
+
+def apply_member_edits(members: list[dict[str, Any]], edits: list[MemberEdit]) -> list[dict[str, Any]]:
+    """The members after the edits, in order; an id is listed once (the first entry for it wins)."""
+    current = {str(m.get("value")): m for m in members}
+    for edit in edits:
+        if edit.op == "add":
+            for entry in edit.entries:
+                current.setdefault(entry["value"], entry)
+        elif edit.op == "remove":
+            for member_id in edit.ids:
+                current.pop(member_id, None)
+        elif edit.op == "remove_all":
+            current = {}
+        else:
+            current = {}
+            for entry in edit.entries:
+                current.setdefault(entry["value"], entry)
+    return list(current.values())

@@ -23,8 +23,10 @@ from sqlalchemy.orm import Session
 
 from gpucommons.identity.scim import (
     SCIM_POLICY,
+    MemberEdit,
     ScimGroup,
     ScimUser,
+    apply_member_edits,
     comparison_key,
     index_group,
     index_user,
@@ -174,27 +176,19 @@ class Directory:
     def save_user(self, row: DirectoryUser | None, resource: ScimUser) -> DirectoryUser:
         """Create (`row` None) or replace a user with `resource`; revokes credentials on deactivation."""
         index = index_user(resource)
-        if not index.user_name:
-            raise UniquenessException(detail="userName is required")  # unreachable after validation
-        clash = self.session.scalar(
-            select(DirectoryUser.id).where(DirectoryUser.user_name_key == index.user_name_key)
-        )
-        if clash is not None and (row is None or clash != row.id):
-            raise UniquenessException(detail=f"userName {index.user_name!r} is already taken")
+        self._refuse_clash(
+            DirectoryUser.user_name_key == index.user_name_key, DirectoryUser, row,
+            f"userName {index.user_name!r} is already taken",
+        )  # fmt: skip
         was_active = row.active if row is not None else True
-        if row is None:
-            row = DirectoryUser(id=uuid.uuid4().hex, created_at=self.now, version=0)
-            self.session.add(row)
+        row = row or self._new(DirectoryUser)
         row.user_name = index.user_name
         row.user_name_key = index.user_name_key
         row.external_id = index.external_id
         row.display_name = index.display_name
         row.email = index.email
         row.active = index.active
-        row.attributes = stored_resource(resource)
-        row.updated_at = self.now
-        row.version = (row.version or 0) + 1
-        self.session.flush()
+        self._stored(row, resource)
         if was_active and not index.active:
             revoke_user_credentials(self.session, [row.id], self.now)
         return row
@@ -235,22 +229,31 @@ class Directory:
     def save_group(self, row: DirectoryGroup | None, resource: ScimGroup) -> DirectoryGroup:
         """Create or replace a group; memberships follow its `members`, removed members lose sessions."""
         index = index_group(resource)
-        clash = self.session.scalar(
-            select(DirectoryGroup.id).where(DirectoryGroup.display_name_key == index.display_name_key)
-        )
-        if clash is not None and (row is None or clash != row.id):
-            raise UniquenessException(detail=f"a group named {index.display_name!r} already exists")
-        if row is None:
-            row = DirectoryGroup(id=uuid.uuid4().hex, created_at=self.now, version=0)
-            self.session.add(row)
+        self._refuse_clash(
+            DirectoryGroup.display_name_key == index.display_name_key, DirectoryGroup, row,
+            f"a group named {index.display_name!r} already exists",
+        )  # fmt: skip
+        row = row or self._new(DirectoryGroup)
         row.display_name = index.display_name
         row.display_name_key = index.display_name_key
         row.external_id = index.external_id
-        row.attributes = stored_resource(resource)
-        row.updated_at = self.now
-        row.version = (row.version or 0) + 1
-        self.session.flush()
+        self._stored(row, resource)
         self._set_members(row.id, index.member_ids)
+        return row
+
+    def edit_members(self, row: DirectoryGroup, edits: list[MemberEdit]) -> DirectoryGroup:
+        """Apply membership edits straight to the stored group (the common PATCH, kept cheap)."""
+        before = list(row.attributes.get("members", []))
+        after = apply_member_edits(before, edits)
+        if after == before:
+            return row
+        row.attributes = {**row.attributes, "members": after}
+        row.updated_at = self.now
+        row.version += 1
+        old, new = {m["value"] for m in before}, {m["value"] for m in after}
+        self._change_members(
+            row.id, added=[m["value"] for m in after if m["value"] not in old], removed=old - new
+        )
         return row
 
     def delete_group(self, row: DirectoryGroup) -> None:
@@ -261,8 +264,11 @@ class Directory:
         before = set(
             self.session.scalars(select(GroupMember.member_id).where(GroupMember.group_id == group_id))
         )
-        after = set(member_ids)
-        removed = before - after
+        self._change_members(
+            group_id, added=[m for m in member_ids if m not in before], removed=before - set(member_ids)
+        )
+
+    def _change_members(self, group_id: str, added: Sequence[str], removed: set[str]) -> None:
         if removed:
             self.session.execute(
                 delete(GroupMember).where(
@@ -270,12 +276,30 @@ class Directory:
                 )
             )
             revoke_user_credentials(self.session, removed, self.now, sessions_only=True)
-        for member_id in member_ids:
-            if member_id not in before:
-                self.session.add(GroupMember(group_id=group_id, member_id=member_id, added_at=self.now))
+        for member_id in added:
+            self.session.add(GroupMember(group_id=group_id, member_id=member_id, added_at=self.now))
         self.session.flush()
 
     # ----------------------------------------------------------------- shared
+
+    def _refuse_clash(
+        self, same_key: ColumnElement[bool], model: type[_Row], row: _Row | None, detail: str
+    ) -> None:
+        """409 `uniqueness` when another row (not `row` itself) already holds the unique key."""
+        clash = self.session.scalar(select(model.id).where(same_key))
+        if clash is not None and (row is None or clash != row.id):
+            raise UniquenessException(detail=detail)
+
+    def _new(self, model: type[_Row]) -> _Row:
+        row = model(id=uuid.uuid4().hex, created_at=self.now, version=0)
+        self.session.add(row)
+        return row
+
+    def _stored(self, row: DirectoryUser | DirectoryGroup, resource: ScimUser | ScimGroup) -> None:
+        row.attributes = stored_resource(resource)
+        row.updated_at = self.now
+        row.version = (row.version or 0) + 1
+        self.session.flush()
 
     @staticmethod
     def _meta(kind: str, created: float, updated: float, version: int, location: str) -> dict[str, Any]:

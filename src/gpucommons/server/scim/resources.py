@@ -33,6 +33,7 @@ from gpucommons.identity.scim import (
     ScimGroup,
     ScimUser,
     dedupe_members,
+    members_only_patch,
     normalise_patch,
     normalise_resource,
 )
@@ -223,8 +224,16 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         excluded: Annotated[str | None, Query(alias="excludedAttributes")] = None,
     ) -> ScimResponse:
         params = _params(kind.model, attributes, excluded)
+        payload = normalise_patch(payload)
+        edits = members_only_patch(payload) if kind is GROUPS else None
+        if edits is not None:
+            with database(request).session() as session:
+                d = Directory(session, time.time())
+                row = d.edit_members(d.group(resource_id), edits)
+                body = _one(kind, request, d, row, Context.RESOURCE_PATCH_RESPONSE, params)
+            return ScimResponse(body)
         operations = _patch_of(kind.model).model_validate(
-            normalise_patch(payload), scim_ctx=Context.RESOURCE_PATCH_REQUEST, scim_policy=SCIM_POLICY
+            payload, scim_ctx=Context.RESOURCE_PATCH_REQUEST, scim_policy=SCIM_POLICY
         )
         with database(request).session() as session:
             d = Directory(session, time.time())
