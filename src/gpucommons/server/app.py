@@ -55,6 +55,7 @@ def build_context(settings: Settings, executor: Executor | None = None) -> Serve
         hooks=metrics,
         inventory=inventory,
         accounts=accounts,
+        batch_starts=isinstance(executor, TimerExecutor),
     )
     if isinstance(executor, TimerExecutor):
         executor.set_on_exit(scheduler.wake)

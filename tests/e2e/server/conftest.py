@@ -21,7 +21,7 @@ cluster:
   pools:
     - {name: gpu, gpu_type: H100, nodes: 1, gpus_per_node: 4, price_per_gpu_hour: 2.00}
 priority_classes:
-  - {name: normal, value: 100, grace_period: 3s}
+  - {name: normal, value: 100, grace_period: 10s}
 default_priority_class: normal
 teams:
   - name: a

@@ -13,7 +13,7 @@ import pytest
 from tests.e2e.server.conftest import Platform
 
 SCRIPT = str(Path(__file__).with_name("task_script.py"))
-GRACE_S = 3.0
+GRACE_S = 10.0
 
 pytestmark = pytest.mark.slow
 

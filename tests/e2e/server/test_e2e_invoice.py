@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from conftest import Platform
+from tests.e2e.server.conftest import Platform
 
 
 def test_usage_export_chargeback_and_invoice_agree(

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from conftest import SMALL_POLICY, Harness
 from sqlalchemy import select
+from tests.integration.server.conftest import SMALL_POLICY, Harness
 
 from gpucommons.server.workers.budgets import ALERT_ACTION, BudgetWatcher
 from gpucommons.store.identity_models import AuditEvent

@@ -66,7 +66,7 @@ def cancel(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task
             out = convert.task(row)
         if out.state == TaskState.CANCELLED.value:
             ctx.scheduler.forget_pending(task_id)
-    ctx.scheduler.wake()
+    ctx.scheduler.mark_dirty(task_id)
     return out
 
 
@@ -84,7 +84,7 @@ def checkpoint(
             row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CHECKPOINT)
         service.report_checkpoint(session, row, body or schemas.CheckpointReport(), ctx.clock.now())
         out = convert.task(row)
-    ctx.scheduler.wake()
+    ctx.scheduler.mark_dirty(task_id)
     return out
 
 

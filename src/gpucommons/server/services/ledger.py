@@ -34,13 +34,31 @@ def open_interval(session: Session, task: TaskRow, at: float) -> UsageIntervalRo
     return row
 
 
+def open_intervals(session: Session, task_ids: Collection[str]) -> dict[str, list[UsageIntervalRow]]:
+    """The open intervals of these tasks (one query for a whole batch of ended attempts)."""
+    found: dict[str, list[UsageIntervalRow]] = {}
+    if task_ids:
+        query = select(UsageIntervalRow).where(
+            UsageIntervalRow.task_id.in_(list(task_ids)), UsageIntervalRow.end.is_(None)
+        )
+        for row in session.scalars(query):
+            found.setdefault(row.task_id, []).append(row)
+    return found
+
+
 def close_interval(
-    session: Session, task: TaskRow, at: float, reason: EndReason, lost_gpu_s: float = 0.0
+    session: Session,
+    task: TaskRow,
+    at: float,
+    reason: EndReason,
+    lost_gpu_s: float = 0.0,
+    preloaded: dict[str, list[UsageIntervalRow]] | None = None,
 ) -> None:
     """Close the task's open interval (if any) at `at`, never before it started."""
-    rows = session.scalars(
-        select(UsageIntervalRow).where(UsageIntervalRow.task_id == task.id, UsageIntervalRow.end.is_(None))
-    )
+    if preloaded is not None and task.id in preloaded:
+        rows = preloaded.pop(task.id)
+    else:
+        rows = list(open_intervals(session, [task.id]).get(task.id, []))
     for row in rows:
         row.end = max(at, row.start)
         row.end_reason = reason.value

@@ -41,7 +41,7 @@ from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import Admit, Decisions, EngineConfig, Pending, Preempt
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at, unsaved_gpu_seconds
-from gpucommons.server.services.ledger import close_interval, open_interval
+from gpucommons.server.services.ledger import close_interval, open_interval, open_intervals
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.tasks import LIVE_STATES, hash_task_token
 from gpucommons.server.workers.attempts import (
@@ -53,7 +53,7 @@ from gpucommons.server.workers.attempts import (
     task_request,
 )
 from gpucommons.store.db import Database
-from gpucommons.store.models import GpuAllocationRow, TaskRow
+from gpucommons.store.models import GpuAllocationRow, TaskRow, UsageIntervalRow
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ class Scheduler:
         config: EngineConfig | None = None,
         inventory: Callable[[Policy], Inventory] | None = None,
         accounts: TeamAccounts | None = None,
+        batch_starts: bool = False,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -121,6 +122,10 @@ class Scheduler:
         self._discover = inventory
         #: Team accounts and workspaces (None: no files are prepared, e.g. the timer executor).
         self.accounts = accounts
+        #: Store the handles of a cycle's launches in one transaction: only for executors whose
+        #: attempts cannot outlive the server (the timer executor); real processes are recorded one
+        #: by one, so a crash never leaves a running process the store does not know.
+        self.batch_starts = batch_starts
         self.lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -135,6 +140,12 @@ class Scheduler:
         self.pending: dict[str, Pending] = {}
         self.last_cycle_at: float | None = None
         self.cycles = 0
+        #: Live attempts by task id: polled every cycle without reading the store.
+        self._handles: dict[str, Handle] = {}
+        self._dirty: set[str] = set()
+        self._supervised_at = float("-inf")
+        #: Open ledger intervals of the attempts being settled, read in one query per cycle.
+        self._intervals: dict[str, list[UsageIntervalRow]] = {}
 
     # --- lifecycle of the worker ----------------------------------------------------------------
 
@@ -202,7 +213,9 @@ class Scheduler:
                 for row in live:
                     if row.state == TaskState.PREEMPTING.value:
                         state.mark_preempting(row.id, row.preempted_by)
+                self._handles = {r.id: h for r in live if (h := handle_of(r)) is not None}
             self.state = state
+            self._supervised_at = float("-inf")
 
     def recover(self) -> None:
         """After a restart: rebuild, requeue attempts that never started, then settle the dead.
@@ -241,14 +254,18 @@ class Scheduler:
             self.pending = dict(decisions.pending)
             for preempt in decisions.preempt:
                 stats.preempted += self._preempt(preempt, now)
-            for admit in decisions.admit:
-                stats.admitted += self._admit(admit, now)
+            stats.admitted += self._admit_all(decisions.admit, now)
             self.last_cycle_at = now
             self.cycles += 1
         self.hooks.cycle_done(time.perf_counter() - started, decisions)
         if stats.ended and not decisions.empty:
             self._wake.set()
         return stats
+
+    def mark_dirty(self, task_id: str) -> None:
+        """The API changed a live task (cancel, checkpoint): supervise it at the next cycle."""
+        self._dirty.add(task_id)
+        self._wake.set()
 
     def _take_policy(self) -> None:
         policy, version = self._policy_source()
@@ -281,19 +298,35 @@ class Scheduler:
     # --- watching live attempts ---------------------------------------------------------------------
 
     def _watch(self, now: float) -> int:
+        """Settle ended attempts (every cycle, by polling the cached handles) and supervise the live
+        ones (stops, max_runtime, checkpoints: every `tick` seconds, or at once when the API touched
+        one), so a busy cycle costs one poll per attempt, not a read of every live row."""
+        ended_ids = [tid for tid, handle in self._handles.items() if self.executor.poll(handle) is not None]
+        full = now - self._supervised_at >= self.tick_s
+        dirty, self._dirty = self._dirty, set()
+        if not ended_ids and not full and not dirty:
+            return 0
         ended = 0
-        with self.db.session() as session:
-            rows = session.scalars(select(TaskRow).where(TaskRow.state.in_(LIVE_STATES))).all()
+        with self.db.session() as session, session.no_autoflush:
+            query = select(TaskRow).where(TaskRow.state.in_(LIVE_STATES))
+            if not full:
+                query = query.where(TaskRow.id.in_([*ended_ids, *dirty]))
+            rows = session.scalars(query.order_by(TaskRow.seq)).all()
+            self._intervals = open_intervals(session, ended_ids)
             for row in rows:
                 handle = handle_of(row)
                 if handle is None:
                     continue
+                self._handles.setdefault(row.id, handle)
                 status = self.executor.poll(handle)
                 if status is not None:
                     self._settle(session, row, handle, status, now)
                     ended += 1
                     continue
                 self._supervise(session, row, handle, now)
+        self._intervals = {}
+        if full:
+            self._supervised_at = now
         return ended
 
     def _supervise(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
@@ -413,6 +446,7 @@ class Scheduler:
             _clear_attempt(row, keep_placement=True)
             if self.state.running(row.id) is not None:
                 self.state.finish(row.id, ended_at)
+        self._handles.pop(row.id, None)
         release = getattr(self.executor, "release", None)
         if callable(release):
             with contextlib.suppress(Exception):
@@ -421,8 +455,12 @@ class Scheduler:
     def _release_resources(
         self, session: Session, row: TaskRow, at: float, reason: EndReason, lost: float
     ) -> None:
-        session.execute(delete(GpuAllocationRow).where(GpuAllocationRow.task_id == row.id))
-        close_interval(session, row, at, reason, lost)
+        session.execute(
+            delete(GpuAllocationRow)
+            .where(GpuAllocationRow.task_id == row.id)
+            .execution_options(synchronize_session=False)
+        )
+        close_interval(session, row, at, reason, lost, self._intervals)
 
     # --- acting on decisions -----------------------------------------------------------------------
 
@@ -448,62 +486,93 @@ class Scheduler:
         self.hooks.preempted(rt.task.team, preempt.reason.value)
         return 1
 
-    def _admit(self, admit: Admit, now: float) -> int:
+    def _admit_all(self, admits: tuple[Admit, ...], now: float) -> int:
+        """Reserve every admission of the cycle in one transaction, then launch each attempt.
+
+        Reserving first means a crash before a launch leaves an admitted task without a process,
+        which recovery requeues; each started attempt's handle is stored before the next launch
+        (or, with `batch_starts`, for executors whose attempts die with the server, all at once).
+        """
+        if not admits:
+            return 0
+        launches: list[Launch] = []
+        failed: list[tuple[str, str]] = []
+        with self.db.session() as session:
+            rows = {
+                r.id: r
+                for r in session.scalars(select(TaskRow).where(TaskRow.id.in_([a.task_id for a in admits])))
+            }
+            for admit in admits:
+                reserved = self._reserve(session, rows.get(admit.task_id), admit, now)
+                if isinstance(reserved, Launch):
+                    launches.append(reserved)
+                elif reserved is not None:
+                    failed.append((admit.task_id, reserved))
+        started: list[tuple[Launch, Handle]] = []
+        for launch in launches:
+            try:
+                handle = self._start(launch)
+            except Exception as exc:  # the executor says why; the task fails with that message
+                failed.append((launch.task_id, str(exc)))
+                continue
+            started.append((launch, handle))
+            if not self.batch_starts:
+                self._mark_running(started, now)
+                started = []
+        self._mark_running(started, now)
+        for task_id, reason in failed:
+            self._fail_start(task_id, now, reason)
+        return len(launches) + len(failed)
+
+    def _reserve(
+        self, session: Session, row: TaskRow | None, admit: Admit, now: float
+    ) -> Launch | str | None:
+        """Pending → admitted in the store: GPUs (unique in the DB), ledger interval, the launch."""
         request = self.state.pending(admit.task_id)
         if request is None:
-            return 0
+            return None
+        if row is None or row.state != TaskState.PENDING.value:
+            self.forget_pending(admit.task_id)
+            return None
         pool = self.policy.pool(admit.admission.pool)
         gpu_indices = pool_gpu_indices(admit.admission, pool.gpus_per_node)
         if len(gpu_indices) < request.resources.gpus:
             gpu_indices = self._free_indices(
-                admit.admission.pool, pool.nodes * pool.gpus_per_node, request.resources.gpus
+                session, admit.admission.pool, pool.nodes * pool.gpus_per_node, request.resources.gpus
             )
-        token = secrets.token_urlsafe(24)
         # The engine's state first: it refuses a placement clash before the store is touched; if the
         # store write then fails, the cycle's caller rebuilds the state from the store.
         self.state.admit(admit.task_id, admit.admission, now)
-        with self.db.session() as session:
-            row = session.get(TaskRow, admit.task_id)
-            if row is None or row.state != TaskState.PENDING.value:
-                self.state.finish(admit.task_id, now)
-                return 0
-            borrowed = admit.admission.borrowed
-            row.assigned_pool = admit.admission.pool
-            row.placement = [[s.node, list(s.gpu_indices)] for s in admit.admission.placement]
-            row.gpu_indices = gpu_indices
-            row.borrowed_gpus, row.borrowed_cpu_milli, row.borrowed_memory_mib = (
-                borrowed.gpus,
-                borrowed.cpu_milli,
-                borrowed.memory_mib,
-            )
-            row.admitted_at = now
-            row.task_token_hash = hash_task_token(token)
-            note = f" (borrowing {borrowed.describe()})" if borrowed.any_positive() else ""
-            switch_task_state(
-                session, row, TaskState.ADMITTED, now, admit.message or f"admitted to {pool.name}{note}"
-            )
-            session.add_all(
-                GpuAllocationRow(pool=pool.name, gpu_index=i, task_id=row.id, allocated_at=now)
-                for i in gpu_indices
-            )
-            open_interval(session, row, now)
-            try:
-                launch: Launch | str = self._launch(row, token)
-            except (ValueError, OSError, AccountError) as exc:
-                launch = str(exc)
-        self.hooks.admitted(request.team, admit.admission.pool, admit.admission.borrowed.gpus)
-        if isinstance(launch, str):
-            self._fail_start(admit.task_id, now, launch)
-        else:
-            self._start(launch, now)
-        return 1
+        token = secrets.token_urlsafe(24)
+        borrowed = admit.admission.borrowed
+        row.assigned_pool = admit.admission.pool
+        row.placement = [[s.node, list(s.gpu_indices)] for s in admit.admission.placement]
+        row.gpu_indices = gpu_indices
+        row.borrowed_gpus, row.borrowed_cpu_milli, row.borrowed_memory_mib = (
+            borrowed.gpus,
+            borrowed.cpu_milli,
+            borrowed.memory_mib,
+        )
+        row.admitted_at = now
+        row.task_token_hash = hash_task_token(token)
+        note = f" (borrowing {borrowed.describe()})" if borrowed.any_positive() else ""
+        switch_task_state(
+            session, row, TaskState.ADMITTED, now, admit.message or f"admitted to {pool.name}{note}"
+        )
+        session.add_all(
+            GpuAllocationRow(pool=pool.name, gpu_index=i, task_id=row.id, allocated_at=now)
+            for i in gpu_indices
+        )
+        open_interval(session, row, now)
+        self.hooks.admitted(request.team, admit.admission.pool, borrowed.gpus)
+        try:
+            return self._launch(row, token)
+        except (ValueError, OSError, AccountError) as exc:
+            return str(exc)
 
-    def _free_indices(self, pool: str, capacity: int, want: int) -> list[int]:
+    def _free_indices(self, session: Session, pool: str, capacity: int, want: int) -> list[int]:
         """Lowest free GPU indices of the pool, when the engine placed the task without indices."""
-        with self.db.session() as session:
-            taken = set(
-                session.scalars(select(GpuAllocationRow.gpu_index).where(GpuAllocationRow.pool == pool))
-            )
+        taken = set(session.scalars(select(GpuAllocationRow.gpu_index).where(GpuAllocationRow.pool == pool)))
         return [i for i in range(capacity) if i not in taken][:want]
 
     def _launch(self, row: TaskRow, token: str) -> Launch:
@@ -538,26 +607,35 @@ class Scheduler:
             run_as=run_as,
         )
 
-    def _start(self, launch: Launch, now: float) -> None:
+    def _start(self, launch: Launch) -> Handle:
         with contextlib.suppress(OSError), launch.log_path.open("a") as f:
             f.write(
                 f"--- commons: attempt {launch.env['COMMONS_RESTART_COUNT']} of {launch.task_id} starting\n"
             )
-        try:
-            handle = self.executor.start(launch)
-        except Exception as exc:  # the executor says why; the task fails with that message
-            self._fail_start(launch.task_id, now, str(exc))
+        return self.executor.start(launch)
+
+    def _mark_running(self, started: list[tuple[Launch, Handle]], now: float) -> None:
+        if not started:
             return
         with self.db.session() as session:
-            row = session.get(TaskRow, launch.task_id)
-            if row is None:
-                return
-            row.pid = handle.pid
-            row.start_marker = handle.start_marker
-            row.exit_file = str(handle.exit_file) if handle.exit_file else None
-            row.log_path = str(launch.log_path)
-            row.started_at = now
-            switch_task_state(session, row, TaskState.RUNNING, now, f"started (pid {handle.pid})")
+            rows = {
+                r.id: r
+                for r in session.scalars(
+                    select(TaskRow).where(TaskRow.id.in_([launch.task_id for launch, _ in started]))
+                )
+            }
+            for launch, handle in started:
+                row = rows.get(launch.task_id)
+                if row is None:
+                    continue
+                row.pid = handle.pid
+                row.start_marker = handle.start_marker
+                row.exit_file = str(handle.exit_file) if handle.exit_file else None
+                row.log_path = str(launch.log_path)
+                row.started_at = now
+                switch_task_state(session, row, TaskState.RUNNING, now, f"started (pid {handle.pid})")
+        for launch, handle in started:
+            self._handles[launch.task_id] = handle
 
     def _fail_start(self, task_id: str, now: float, reason: str) -> None:
         log.warning("launch of %s failed: %s", task_id, reason)

@@ -1,0 +1,258 @@
+"""Benchmark: Kueue's scheduler benchmark through the live server, over HTTP.
+
+    /work/venv/bin/python bench/server_kueue_baseline.py --executor timer            # 15,000 tasks
+    /work/venv/bin/python bench/server_kueue_baseline.py --executor local --scale 0.1  # real processes
+
+Starts `commons up` (a subprocess, SQLite under a temporary home) with the benchmark's policy
+(`gpucommons.sim.workloads`: 5 cohorts × 6 teams, 20 CPUs nominal each, borrow limit 100, reclaim
+any), replays the 15,000 submissions at their times (`submit_s` after the start) from several client
+threads, and waits until every task has ended. `--executor timer` runs each task as an in-process
+timer of its runtime (the control plane alone); `--executor local` as a real `sleep` process through
+the local executor. Reports, beside Kueue's published figures: wall time to drain, average time to
+admission per class (first admission − submission, from the ledger), quota usage, the sustained
+submission rate, and API latency (submissions, and reads of /api/v1/teams while the run goes on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gpucommons.policy import dump_policy
+from gpucommons.sim.jobs import SimJob
+from gpucommons.sim.workloads import KUEUE_PUBLISHED, kueue_baseline_jobs, kueue_baseline_policy
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scaled_jobs(scale: float) -> list[SimJob]:
+    """Every team's first `scale` share of each class (scale 1 = Kueue's 15,000)."""
+    jobs = kueue_baseline_jobs()
+    if scale >= 1:
+        return jobs
+    keep = []
+    for job in jobs:
+        n = int(job.job_id.rsplit("-", 1)[1])
+        count = {"small": 350, "medium": 100, "large": 50}[job.priority_class]
+        if n < max(1, round(count * scale)):
+            keep.append(job)
+    return keep
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass
+class Sent:
+    job: SimJob
+    sent_at: float
+    latency_s: float
+    task_id: str | None
+    status: int
+
+
+@dataclass
+class Run:
+    sent: list[Sent] = field(default_factory=list)
+    read_latencies: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def start_server(home: Path, port: int, executor: str, tick: float) -> subprocess.Popen[bytes]:
+    policy = home.parent / "kueue-baseline.yaml"
+    policy.write_text(dump_policy(kueue_baseline_policy()))
+    env = {**os.environ, "COMMONS_ISOLATION": "logical", "COMMONS_BUDGET_INTERVAL_S": "3600"}
+    argv = [sys.executable, "-m", "gpucommons", "up", "--policy", str(policy), "--home", str(home)]
+    argv += ["--port", str(port), "--executor", executor, "--tick", str(tick)]
+    log = (home.parent / "server.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise SystemExit("the server did not start; see " + str(home.parent / "server.log"))
+
+
+def submitter(url: str, token: str, jobs: queue.Queue[SimJob | None], run: Run) -> None:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        while (job := jobs.get()) is not None:
+            body = {
+                "team": job.team,
+                "cpu_milli": job.resources.cpu_milli,
+                "command": ["sleep", f"{job.duration_s:g}"],
+                "name": job.job_id,
+                "priority": job.priority_class,
+            }
+            start = time.perf_counter()
+            sent_at = time.time()
+            response = client.post("/api/v1/tasks", json=body)
+            latency = time.perf_counter() - start
+            task_id = response.json().get("id") if response.status_code == 201 else None
+            with run.lock:
+                run.sent.append(Sent(job, sent_at, latency, task_id, response.status_code))
+
+
+def reader(url: str, token: str, stop: threading.Event, run: Run) -> None:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        while not stop.is_set():
+            start = time.perf_counter()
+            client.get("/api/v1/teams")
+            run.read_latencies.append(time.perf_counter() - start)
+            stop.wait(0.1)
+
+
+def drained(client: httpx.Client) -> bool:
+    teams = client.get("/api/v1/teams").json()
+    return all(t["pending_tasks"] == 0 and t["running_tasks"] == 0 for t in teams)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--executor", choices=["timer", "local"], default="timer")
+    parser.add_argument("--scale", type=float, default=1.0, help="share of each team's tasks (1 = 15,000)")
+    parser.add_argument("--submitters", type=int, default=8, help="client threads submitting")
+    parser.add_argument("--tick", type=float, default=0.05, help="the scheduler's longest pause (s)")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    args = parser.parse_args()
+
+    jobs = scaled_jobs(args.scale)
+    workdir = Path(tempfile.mkdtemp(prefix="commons-bench-"))
+    home = workdir / "home"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_server(home, port, args.executor, args.tick)
+    token = (home / "admin-token").read_text().strip()
+    run = Run()
+    try:
+        work: queue.Queue[SimJob | None] = queue.Queue()
+        threads = [
+            threading.Thread(target=submitter, args=(url, token, work, run)) for _ in range(args.submitters)
+        ]
+        for t in threads:
+            t.start()
+        stop_reading = threading.Event()
+        read_thread = threading.Thread(target=reader, args=(url, token, stop_reading, run))
+        read_thread.start()
+        t0 = time.time()
+        for job in jobs:  # replay the submissions at their times
+            delay = t0 + job.submit_s - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            work.put(job)
+        for _ in threads:
+            work.put(None)
+        for t in threads:
+            t.join()
+        submitted_by = time.time()
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+            while not drained(client):
+                time.sleep(0.5)
+            stop_reading.set()
+            read_thread.join()
+            tasks: list[dict[str, Any]] = []
+            for team in {j.team for j in jobs}:
+                tasks += client.get("/api/v1/tasks", params={"team": team, "limit": 10000}).json()
+            usage = client.get("/api/v1/usage").json()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    figures = summarise(jobs, run, tasks, usage, t0, submitted_by)
+    figures["executor"] = args.executor
+    figures["scale"] = args.scale
+    print(json.dumps(figures, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def summarise(
+    jobs: list[SimJob],
+    run: Run,
+    tasks: list[dict[str, Any]],
+    usage: list[dict[str, Any]],
+    t0: float,
+    submitted_by: float,
+) -> dict[str, Any]:
+    by_id = {t["id"]: t for t in tasks}
+    first_start: dict[str, float] = {}
+    held_cpu_s = 0.0
+    for interval in usage:
+        start, end = ts(interval["start"]), ts(interval["end"])
+        task = by_id.get(interval["task_id"])
+        if task is None:
+            continue
+        first_start[task["id"]] = min(first_start.get(task["id"], start), start)
+        held_cpu_s += task["cpu_milli"] / 1000 * (end - start)
+    submitted = [ts(t["submitted_at"]) for t in tasks]
+    finished = [ts(t["finished_at"]) for t in tasks if t["finished_at"]]
+    makespan = max(finished) - min(submitted)
+    admission: dict[str, list[float]] = defaultdict(list)
+    for t in tasks:
+        if t["id"] in first_start:
+            admission[t["priority"]].append(first_start[t["id"]] - ts(t["submitted_at"]))
+    posts = [s.latency_s for s in run.sent]
+    states: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        states[t["state"]] += 1
+    return {
+        "tasks": len(jobs),
+        "accepted": sum(1 for s in run.sent if s.status == 201),
+        "states": dict(states),
+        "makespan_s": round(makespan, 1),
+        "time_to_admission_s": {k: round(statistics.fmean(v), 2) for k, v in sorted(admission.items())},
+        "time_to_admission_p99_s": {k: round(percentile(v, 0.99), 2) for k, v in sorted(admission.items())},
+        "quota_usage": round(held_cpu_s / (600 * makespan), 3),
+        "preemptions": sum(t["preemptions"] for t in tasks),
+        "submission_window_s": round(submitted_by - t0, 1),
+        "submissions_per_s": round(len(run.sent) / (submitted_by - t0), 1),
+        "submit_latency_ms": {
+            "p50": round(percentile(posts, 0.5) * 1000, 1),
+            "p99": round(percentile(posts, 0.99) * 1000, 1),
+        },
+        "read_latency_ms": {
+            "p50": round(percentile(run.read_latencies, 0.5) * 1000, 1),
+            "p99": round(percentile(run.read_latencies, 0.99) * 1000, 1),
+        },
+        "kueue_published": KUEUE_PUBLISHED,
+    }
+
+
+if __name__ == "__main__":
+    main()
