@@ -3,7 +3,7 @@
 Generates a seeded ledger for November 2026 on a 3-pool, 24-team cluster (intervals cross the
 month's edges, teams borrow above their quotas, some preempted rows carry lost work), writes it as a
 contract-4 CSV into memory, then times separately:
-  parse    read_usage_csv over the CSV text (line-numbered validation of every row)
+  parse    read_usage_table over the CSV text (every row validated; bad rows by line number)
   compute  compute_chargeback (cut at the edges, integrate H/B/Q, price, split, round)
 and checks the invariant. Run:  python bench/chargeback.py [--intervals N] [--repeat R]
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import random
 import sys
 import time
@@ -30,7 +31,7 @@ from gpucommons.domain import (
     Resources,
     Team,
 )
-from gpucommons.ledger import EndReason, Period, UsageInterval, read_usage_csv, write_usage_csv
+from gpucommons.ledger import EndReason, Period, UsageInterval, read_usage_table, write_usage_csv
 
 PERIOD = Period.parse("2026-11")
 POOLS = (
@@ -124,20 +125,31 @@ def main() -> int:
         f"{time.perf_counter() - t0:.1f} s"
     )
 
-    best_parse = best_compute = float("inf")
+    # wall time is what the issue asks for; CPU time shows how much of it was this process's own work
+    # (on a machine shared with other jobs the two differ a lot)
+    best: dict[str, tuple[float, float]] = {}
+    result = None
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        parsed = read_usage_csv(io.StringIO(text), pools=[p.name for p in POOLS])
-        t1 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
+        parsed = read_usage_table(io.StringIO(text), pools=[p.name for p in POOLS])
+        w1, c1 = time.perf_counter(), time.process_time()
         result = compute_chargeback(policy, parsed, PERIOD)
-        t2 = time.perf_counter()
-        best_parse, best_compute = min(best_parse, t1 - t0), min(best_compute, t2 - t1)
+        w2, c2 = time.perf_counter(), time.process_time()
+        for name, wall, cpu in (("parse", w1 - w0, c1 - c0), ("compute", w2 - w1, c2 - c1)):
+            if name not in best or wall < best[name][0]:
+                best[name] = (wall, cpu)
         del parsed
+    assert result is not None
     total_teams = sum(t.total_cents for t in result.teams)
     assert result.platform_cents + total_teams == result.cluster_cost_cents
-    print(f"parse   {best_parse:6.2f} s  ({args.intervals / best_parse:,.0f} rows/s)")
-    print(f"compute {best_compute:6.2f} s")
-    print(f"total   {best_parse + best_compute:6.2f} s  (best of {args.repeat}; budget {args.budget_s} s)")
+    (parse_w, parse_c), (compute_w, compute_c) = best["parse"], best["compute"]
+    best_parse, best_compute = parse_w, compute_w
+    print(f"parse   {parse_w:6.2f} s wall  {parse_c:6.2f} s CPU  ({args.intervals / parse_w:,.0f} rows/s)")
+    print(f"compute {compute_w:6.2f} s wall  {compute_c:6.2f} s CPU")
+    print(
+        f"total   {parse_w + compute_w:6.2f} s wall  {parse_c + compute_c:6.2f} s CPU  "
+        f"(best of {args.repeat}; budget {args.budget_s} s wall; load average {os.getloadavg()[0]:.1f})"
+    )
     print(
         f"cluster cost {result.cluster_cost_cents / 100:,.2f} {result.currency}, "
         f"platform keeps {result.platform_cents / 100:,.2f}, {len(result.teams)} teams; invariant holds"

@@ -27,6 +27,7 @@ from gpucommons.domain.money import to_cents
 from gpucommons.ledger.integrate import PoolUsage, UsageSummary, summarize_usage, us_to_hours
 from gpucommons.ledger.interval import US_PER_HOUR, UsageInterval
 from gpucommons.ledger.period import Period
+from gpucommons.ledger.table import UsageTable
 
 _CENTS_PER_UNIT = 100
 
@@ -37,7 +38,7 @@ class ChargebackError(ValueError):
 
 def compute_chargeback(
     policy: Policy,
-    intervals: Iterable[UsageInterval],
+    intervals: Iterable[UsageInterval] | UsageTable,
     period: Period,
     bill: Mapping[str, Decimal] | None = None,
     *,

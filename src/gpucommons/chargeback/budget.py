@@ -24,6 +24,7 @@ from gpucommons.domain.money import to_cents
 from gpucommons.ledger.integrate import summarize_usage
 from gpucommons.ledger.interval import UsageInterval
 from gpucommons.ledger.period import Period
+from gpucommons.ledger.table import UsageTable
 
 #: Percent of the monthly budget at which an alert is raised.
 ALERT_THRESHOLDS: tuple[int, ...] = (80, 100)
@@ -84,7 +85,9 @@ class BudgetAlert:
         )
 
 
-def spend_cents(policy: Policy, intervals: Iterable[UsageInterval], period: Period) -> dict[str, int]:
+def spend_cents(
+    policy: Policy, intervals: Iterable[UsageInterval] | UsageTable, period: Period
+) -> dict[str, int]:
     """Each team's direct cost over `period` (intervals are cut at its edges), in cents."""
     usage = summarize_usage(intervals, period, policy)
     rate = Fraction(policy.chargeback.borrowed_rate)
@@ -97,7 +100,7 @@ def spend_cents(policy: Policy, intervals: Iterable[UsageInterval], period: Peri
 
 
 def evaluate_budgets(
-    policy: Policy, intervals: Iterable[UsageInterval], now: datetime
+    policy: Policy, intervals: Iterable[UsageInterval] | UsageTable, now: datetime
 ) -> dict[str, BudgetStatus]:
     """The budget status of every team with a budget, for the calendar month (UTC) up to `now`."""
     month = Period.month_of(now)

@@ -17,6 +17,7 @@ from gpucommons.domain.model import AdminSplit, IdlePolicy, Policy
 from gpucommons.ledger.integrate import summarize_usage
 from gpucommons.ledger.interval import UsageInterval
 from gpucommons.ledger.period import Period
+from gpucommons.ledger.table import UsageTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ def admin_splits_to_compare(policy: Policy) -> tuple[AdminSplit, ...]:
 
 def compare_models(
     policy: Policy,
-    intervals: Iterable[UsageInterval],
+    intervals: Iterable[UsageInterval] | UsageTable,
     period: Period,
     bill: Mapping[str, Decimal] | None = None,
 ) -> Comparison:

@@ -40,7 +40,7 @@ from gpucommons.chargeback.exports import (
 from gpucommons.cli.main import app
 from gpucommons.domain.model import Policy
 from gpucommons.domain.money import format_cents
-from gpucommons.ledger import LedgerError, LineIssue, Period, PeriodError, UsageInterval, read_usage_csv
+from gpucommons.ledger import LedgerError, LineIssue, Period, PeriodError, UsageTable, read_usage_table
 from gpucommons.policy import PolicyError, load_policy
 
 FORMATS = ("json", "csv", "focus", "html", "pdf")
@@ -96,7 +96,7 @@ def _read_text(path: Path, what: str) -> str:
 @dataclass(frozen=True, slots=True)
 class _Inputs:
     policy: Policy
-    intervals: list[UsageInterval]
+    intervals: UsageTable
     period: Period
     bill: dict[str, Decimal]
 
@@ -123,7 +123,7 @@ def _load(policy: Path | None, usage: Path | None, period: str | None, bill: Pat
     pools = [p.name for p in the_policy.pools]
     try:
         with usage.open(encoding="utf-8", newline="") as file:
-            intervals = read_usage_csv(file, pools=pools)
+            intervals = read_usage_table(file, pools=pools)
     except FileNotFoundError:
         raise _fail(f"{usage}: no such usage ledger file") from None
     except (OSError, UnicodeDecodeError) as exc:

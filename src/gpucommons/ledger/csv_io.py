@@ -16,14 +16,20 @@ say exactly what is wrong with it.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Protocol
+from itertools import repeat
+from typing import Protocol, TextIO
+
+import numpy as np
+import numpy.typing as npt
 
 from gpucommons.ledger._bulk import gc_paused
 from gpucommons.ledger.interval import US_PER_HOUR, EndReason, UsageInterval, format_utc, to_us
+from gpucommons.ledger.table import UsageTable
 
 USAGE_COLUMNS: tuple[str, ...] = (
     "task_id",
@@ -276,3 +282,111 @@ def write_usage_csv(
         writer.writerow(fields)
         count += 1
     return count
+
+
+def read_usage_table(
+    source: Iterable[str] | TextIO, *, pools: Collection[str] | None = None, max_issues: int = 50
+) -> UsageTable:
+    """Read a contract-4 ledger into columns: the same rows and the same refusals as
+    `read_usage_csv`, several times faster on a large file.
+
+    A plain file — no quoted fields, no blank lines, every time in `Z` form, every row good — is
+    split and converted column by column in C (numpy). Anything else, including every bad row, goes
+    through `read_usage_csv`, which accepts what it accepts and refuses what it refuses, by line.
+    """
+    text = source.read() if isinstance(source, io.TextIOBase) else "".join(source)
+    with gc_paused():
+        table = _fast_table(text, frozenset(pools) if pools is not None else None)
+    if table is not None:
+        return table
+    return UsageTable.from_intervals(read_usage_csv(io.StringIO(text), pools=pools, max_issues=max_issues))
+
+
+_NAT = np.iinfo(np.int64).min
+
+
+def _utc_column(cells: list[str]) -> npt.NDArray[np.int64]:
+    """`…Z` times as int64 µs since the epoch; `ValueError` unless every cell is such a time."""
+    bare = [cell[:-1] for cell in cells if cell[-1:] == "Z"]
+    if len(bare) != len(cells):
+        raise ValueError("a time without the Z suffix")
+    values = np.array(bare, dtype="datetime64[us]").astype(np.int64)
+    if values.size and int(values.min()) == _NAT:
+        raise ValueError("NaT is not a time")
+    return values
+
+
+def _int_column(cells: list[str]) -> npt.NDArray[np.int64]:
+    return np.array(cells, dtype=np.str_).astype(np.int64) if cells else np.zeros(0, np.int64)
+
+
+def _fast_table(text: str, known_pools: frozenset[str] | None) -> UsageTable | None:
+    """The column-wise reading of a plain, good ledger; `None` means "read it row by row"."""
+    if '"' in text:
+        return None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            return None
+    body_end = len(text) - 1 if text.endswith("\n") else len(text)
+    header, _, body = text[:body_end].partition("\n")
+    names = [h.strip() for h in header.split(",")]
+    if any(c not in names for c in USAGE_COLUMNS) or len(set(names)) != len(names):
+        return None
+    width = len(names)
+    lines = body.split("\n") if body else []
+    # every line holds exactly width - 1 commas (a blank line holds none): then the whole body is one
+    # flat run of fields, and column i is every width-th field from i on — sliced in C, not per row
+    if lines and set(map(str.count, lines, repeat(",", len(lines)))) != {width - 1}:
+        return None
+    flat = body.replace("\n", ",").split(",") if lines else []
+    column = {name: flat[i::width] for i, name in enumerate(names)}
+    task_id, team, pool = column["task_id"], column["team"], column["pool"]
+    if "" in task_id or "" in team or "" in pool:
+        return None
+    if known_pools is not None and not set(pool) <= known_pools:
+        return None
+    try:
+        gpus = _int_column(column["gpus"])
+        borrowed = _int_column(column["borrowed_gpus"])
+        start = _utc_column(column["start"])
+        end = _utc_column(column["end"])
+        reasons = tuple(map(_REASONS.__getitem__, column["end_reason"]))
+    except (ValueError, KeyError, OverflowError):
+        return None
+    if lines and not (
+        bool((gpus >= 0).all()) and bool((borrowed >= 0).all()) and bool((borrowed <= gpus).all())
+    ):
+        return None
+    if lines and not bool((start <= end).all()):
+        return None
+    lost: dict[int, Decimal] = {}
+    if LOST_WORK_COLUMN in column:
+        for i, cell in enumerate(column[LOST_WORK_COLUMN]):
+            if cell and cell != "0":
+                try:
+                    value = Decimal(cell)
+                except InvalidOperation:
+                    return None
+                if not value.is_finite() or value < 0:
+                    return None
+                if value:
+                    held_us = int(gpus[i]) * (int(end[i]) - int(start[i]))
+                    if (
+                        reasons[i] is not EndReason.PREEMPTED
+                        or value * US_PER_HOUR > held_us + _LOST_ROUNDING_GPU_US
+                    ):
+                        return None
+                    lost[i] = value
+    return UsageTable(
+        task_id=task_id,
+        team=team,
+        pool=pool,
+        priority=column["priority"],
+        gpus=gpus,
+        start_us=start,
+        end_us=end,
+        borrowed_gpus=borrowed,
+        end_reason=reasons,
+        lost_gpu_hours=lost,
+    )

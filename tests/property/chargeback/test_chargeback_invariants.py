@@ -19,7 +19,8 @@ from gpucommons.chargeback import allocate, compute_chargeback, largest_remainde
 from gpucommons.chargeback.result import ChargebackResult
 from gpucommons.domain import AdminSplit, IdlePolicy, Policy
 from gpucommons.ledger import EndReason, Period, UsageInterval, summarize_usage
-from gpucommons.ledger.integrate import _integrate_numpy, _integrate_python
+from gpucommons.ledger.integrate import _integrate_python, _integrate_table
+from gpucommons.ledger.table import UsageTable
 from gpucommons.testing.chargeback import chargeback_policy
 
 settings.register_profile(
@@ -194,7 +195,7 @@ def test_every_idle_and_admin_model_adds_up_on_the_same_month(case: tuple) -> No
 def test_vector_integration_matches_the_plain_reading_of_the_rules(case: tuple) -> None:  # type: ignore[type-arg]
     policy, period, ledger, _ = case
     nominal = {(t.name, q.pool): q.nominal.gpus for t in policy.teams for q in t.quotas}
-    fast = _integrate_numpy(ledger, period, nominal)
+    fast = _integrate_table(UsageTable.from_intervals(ledger), period, nominal)
     plain = _integrate_python(ledger, period, nominal)
     assert fast is not None
     assert fast.gpu_us == plain.gpu_us

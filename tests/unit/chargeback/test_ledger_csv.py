@@ -14,6 +14,7 @@ from gpucommons.ledger import (
     EndReason,
     LedgerError,
     read_usage_csv,
+    read_usage_table,
     write_usage_csv,
 )
 from gpucommons.testing.chargeback import hours_interval
@@ -136,3 +137,53 @@ def test_reading_stops_after_max_issues_bad_rows() -> None:
         read(HEADER + "\n" + "\n".join([bad] * 100), max_issues=5)
     assert len(caught.value.issues) == 5 and caught.value.truncated
     assert "more bad rows follow" in str(caught.value)
+
+
+def table(text: str, **kwargs: object) -> list:  # type: ignore[type-arg]
+    return read_usage_table(io.StringIO(text), **kwargs).intervals()  # type: ignore[arg-type]
+
+
+def test_the_column_reader_reads_what_the_row_reader_reads() -> None:
+    intervals = [
+        hours_interval("nlp", "h100", gpus=8, start_h=-3, end_h=2.25, priority="training"),
+        hours_interval(
+            "cv", "a100", gpus=2, start_h=1, end_h=3, end_reason=EndReason.PREEMPTED, lost_gpu_hours="1.25"
+        ),
+        hours_interval("cv", "a100", gpus=0, start_h=1, end_h=1),
+    ]
+    buffer = io.StringIO()
+    write_usage_csv(intervals, buffer)
+    assert table(buffer.getvalue()) == read(buffer.getvalue()) == intervals
+    assert table(buffer.getvalue().replace("\n", "\r\n")) == intervals
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # offsets, quoted fields and blank lines take the row-by-row path, with the same result
+        f"{HEADER}\nt1,nlp,h100,1,2026-11-01T01:00:00+01:00,2026-11-01T02:00:00Z,training,0,succeeded\n",
+        f'{HEADER}\n"t,1",nlp,h100,1,2026-11-01T00:00:00Z,2026-11-01T02:00:00Z,training,0,succeeded\n',
+        f"{HEADER}\n\n{GOOD}\n\n",
+        f"{HEADER}\n",
+    ],
+)
+def test_the_column_reader_falls_back_to_rows_for_anything_unusual(text: str) -> None:
+    assert table(text) == read(text)
+
+
+def test_the_column_reader_refuses_bad_rows_by_line_like_the_row_reader() -> None:
+    text = f"{HEADER}\n{GOOD}\n{GOOD.replace(',8,', ',-8,')}\n{GOOD.replace('succeeded', 'NaT')}\n"
+    with pytest.raises(LedgerError) as by_columns:
+        table(text)
+    assert (
+        [str(i) for i in by_columns.value.issues]
+        == refused(text)
+        == [
+            "line 3, gpus: -8 is negative",
+            "line 4, end_reason: 'NaT' is not one of succeeded, failed, cancelled, preempted, running",
+        ]
+    )
+    with pytest.raises(LedgerError):
+        table(f"{HEADER}\n{GOOD.replace('2026-11-01T02:00:00Z', 'NaTZ')}\n")
+    with pytest.raises(LedgerError):
+        table(f"{HEADER}\n{GOOD}\n", pools=["a100"])
