@@ -20,6 +20,9 @@ import matplotlib.pyplot as plt
 from gpucommons.planning.whatif import Comparison, summary_rows, team_rows
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+#: Variants often coincide (kueue and commons hold the same GPUs most of the time): line styles
+#: keep each visible where colours overlap.
+LINESTYLES = ("-", (0, (5, 2)), (0, (1, 1.5)), "-.")
 DAY = 86400.0
 
 
@@ -36,8 +39,7 @@ def _svg(fig: Any) -> str:
 def usage_plot(comparison: Comparison) -> str:
     """Small multiples: per team, GPUs held over time for each variant, and the quota as a dashed line."""
     teams = comparison.team_names()
-    cols = 3 if len(teams) > 4 else max(len(teams), 1)
-    rows = math.ceil(len(teams) / cols)
+    rows, cols = _grid(len(teams))
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.4 * rows), squeeze=False, sharex=True)
     unit = "GPUs" if comparison.summaries()[0].get("metered_resource", "gpus") == "gpus" else "CPUs"
     for k, team in enumerate(teams):
@@ -46,10 +48,10 @@ def usage_plot(comparison: Comparison) -> str:
         for v, result in enumerate(comparison.results):
             tl = result.outcome.timeline
             held = tl.held.get(team, [])
-            xs = [(tl.origin_s + (i + 0.5) * tl.bin_s - tl.origin_s) / DAY for i in range(len(held))]
-            ax.plot(
-                xs, held, color=COLORS[v % len(COLORS)], linewidth=0.9, label=comparison.variants[v].label
-            )
+            xs = [(i + 0.5) * tl.bin_s / DAY for i in range(len(held))]
+            # The first variant drawn on top: variants often coincide and it is the one asked about.
+            zorder = 3 + len(comparison.results) - v
+            ax.plot(xs, held, label=comparison.variants[v].label, zorder=zorder, **_style(v))
             quota = max(quota, tl.nominal.get(team, 0.0))
         ax.axhline(quota, color="black", linestyle="--", linewidth=1.0, label="quota")
         ax.set_title(f"{team} (quota {quota:g})", fontsize=9)
@@ -57,48 +59,78 @@ def usage_plot(comparison: Comparison) -> str:
         ax.grid(alpha=0.3)
         if k % cols == 0:
             ax.set_ylabel(f"{unit} held", fontsize=8)
-        if k // cols == rows - 1:
+        if k // cols == rows - 1 or k + cols >= len(teams):
             ax.set_xlabel("days since first submit", fontsize=8)
+            ax.tick_params(labelbottom=True)
     for k in range(len(teams), rows * cols):
         axes[k // cols][k % cols].set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    _legend(fig, axes)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return _svg(fig)
 
 
+def _grid(n: int) -> tuple[int, int]:
+    cols = 3 if n > 4 else max(n, 1)
+    return math.ceil(n / cols), cols
+
+
+def _legend(fig: Any, axes: Any) -> None:
+    """One legend for the figure, from the fullest panel (a team with no jobs draws no lines)."""
+    handles, labels = max(
+        (ax.get_legend_handles_labels() for row in axes for ax in row), key=lambda hl: len(hl[1])
+    )
+    fig.legend(
+        handles, labels, loc="upper center", ncol=min(max(len(labels), 1), 6), fontsize=8, frameon=False
+    )
+
+
+def _style(v: int) -> dict[str, Any]:
+    return {"color": COLORS[v % len(COLORS)], "linestyle": LINESTYLES[v % len(LINESTYLES)], "linewidth": 1.4}
+
+
 def wait_plot(comparison: Comparison) -> str:
-    """Per team, the distribution of waits (first start − submit) under each variant."""
+    """Per team, the share of jobs that waited longer than x (x on a log scale), one line per variant.
+
+    A complementary CDF rather than box plots: most jobs of most teams wait 0 s, and a box plot of
+    such data is a flat line; the CCDF shows both the share that waited at all and the long tail.
+    """
     teams = comparison.team_names()
-    n = len(comparison.results)
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(teams) * max(n, 2) * 0.6), 4.0))
-    width = 0.8 / max(n, 1)
-    for v, result in enumerate(comparison.results):
-        data, positions = [], []
-        for k, team in enumerate(teams):
-            waits = [
-                max(run.first_start_s - run.job.submit_s, 1.0)  # log scale: a zero wait shows as 1 s
+    rows, cols = _grid(len(teams))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.4 * rows), squeeze=False, sharex=True)
+    grid = [1.0 * 10 ** (k / 8) for k in range(0, 8 * 7 + 1)]  # 1 s .. 10^7 s (~116 days)
+    for k, team in enumerate(teams):
+        ax = axes[k // cols][k % cols]
+        for v, result in enumerate(comparison.results):
+            waits = sorted(
+                run.first_start_s - run.job.submit_s
                 for run in result.outcome.runs
                 if run.job.team == team and run.first_start_s is not None
-            ]
-            data.append(waits or [1.0])
-            positions.append(k + (v - (n - 1) / 2) * width)
-        box = ax.boxplot(
-            data, positions=positions, widths=width * 0.9, whis=(5, 95), showfliers=False, patch_artist=True
-        )
-        for patch in box["boxes"]:
-            patch.set_facecolor(COLORS[v % len(COLORS)])
-            patch.set_alpha(0.6)
-        ax.plot(
-            [], [], color=COLORS[v % len(COLORS)], linewidth=6, alpha=0.6, label=comparison.variants[v].label
-        )
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(teams)))
-    ax.set_xticklabels(teams, rotation=30, fontsize=8)
-    ax.set_ylabel("wait (s, log scale; whiskers p5–p95)", fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, ncol=min(n, 4))
-    fig.tight_layout()
+            )
+            if not waits:
+                continue
+            n, i, share = len(waits), 0, []
+            for x in grid:
+                while i < n and waits[i] <= x:
+                    i += 1
+                share.append((n - i) / n)
+            ax.plot(grid, share, label=comparison.variants[v].label, **_style(v))
+        ax.set_xscale("log")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(team, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        if k % cols == 0:
+            ax.set_ylabel("share waiting > x", fontsize=8)
+        if k // cols == rows - 1 or k + cols >= len(teams):
+            ax.set_xlabel("wait x (s; 60 = 1 min, 3600 = 1 h, 86400 = 1 d)", fontsize=7)
+            ax.tick_params(labelbottom=True)
+    for k in range(len(teams), rows * cols):
+        axes[k // cols][k % cols].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(
+        handles, labels, loc="upper center", ncol=min(max(len(labels), 1), 6), fontsize=8, frameon=False
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return _svg(fig)
 
 
@@ -140,6 +172,7 @@ def render_html(comparison: Comparison, title: str, trace_name: str) -> str:
         "<h2>GPUs held over time against quota</h2>",
         usage_plot(comparison),
         "<h2>Wait-time distribution per team</h2>",
+        "<p class='note'>Share of the team's jobs that waited longer than x before they first started.</p>",
         wait_plot(comparison),
         "</body></html>",
     ]

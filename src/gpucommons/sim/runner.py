@@ -50,7 +50,10 @@ def run_simulation(
             return None
         return lambda done, total: on_progress(label, done, total)
 
-    outcome = simulate(policy, jobs, config, phase(config.engine))
+    if config.engine == "static" and static is not None:
+        outcome = static  # the baseline the caller already has *is* this run
+    else:
+        outcome = simulate(policy, jobs, config, phase(config.engine))
     if fairness and static is None:
         static = (
             outcome

@@ -98,17 +98,3 @@ def test_the_same_inputs_give_byte_identical_reports(case: tuple[Policy, list[Si
     first = dumps(run_simulation(p, jobs, SimConfig(engine=engine)).report)
     second = dumps(run_simulation(p, list(jobs), SimConfig(engine=engine)).report)
     assert first == second
-
-
-@settings(max_examples=40)
-@given(cases(), st.sampled_from([0.0, 3.0]))
-def test_a_multi_admit_cycle_leaves_nothing_for_a_second_cycle_at_the_same_instant(
-    case: tuple[Policy, list[SimJob]], overhead: float
-) -> None:
-    """Why the simulator may skip the confirming cycle for `commons` (it halves the decide() calls)."""
-    p, jobs = case
-    skipped = simulate(p, jobs, SimConfig(engine="commons", restart_overhead_s=overhead))
-    confirmed = simulate(p, jobs, SimConfig(engine="commons", restart_overhead_s=overhead, confirm_cycles=True))
-    assert [(r.first_start_s, r.finish_s, r.preemptions) for r in skipped.runs] == [
-        (r.first_start_s, r.finish_s, r.preemptions) for r in confirmed.runs
-    ]
