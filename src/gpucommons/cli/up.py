@@ -52,14 +52,18 @@ def up(
     home: Annotated[
         Path | None, typer.Option("--home", help="Data directory (default: $COMMONS_HOME or ~/.commons).")
     ] = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to listen on [default: 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", min=1, max=65535, help="Port to listen on [default: 8080].")
+    ] = None,
     executor: Annotated[
-        str, typer.Option("--executor", help="local (real processes) or timer (benchmarks only).")
-    ] = "local",
+        str | None, typer.Option("--executor", help="local (real processes) or timer (benchmarks only).")
+    ] = None,
     tick: Annotated[
-        float, typer.Option("--tick", min=0.01, max=60, help="Longest pause of the scheduler (s).")
-    ] = 0.5,
+        float | None, typer.Option("--tick", min=0.01, max=60, help="Longest pause of the scheduler (s).")
+    ] = None,
 ) -> None:
     """Start the server, the scheduler and the executor; print the URL and the admin token."""
     # Imported here so that every other command starts without loading the server.
@@ -68,9 +72,16 @@ def up(
     from gpucommons.server.app import build_context, create_app
     from gpucommons.server.settings import Settings, default_home
 
+    try:
+        env = Settings()
+    except ValueError as exc:
+        raise fail(f"a COMMONS_* environment variable is invalid: {exc}") from None
+    executor = executor or env.executor
     if executor not in ("local", "timer"):
         raise fail(f"--executor must be local or timer, not {executor!r}")
-    env = Settings()
+    host = host or env.host
+    port = port or env.port
+    tick = tick or env.scheduler_tick_s
     home = (home or env.home or default_home()).expanduser().resolve()
     if policy is None and env.policy is not None:
         policy = env.policy
