@@ -46,3 +46,4 @@ import gpucommons.cli.simulate  # noqa: E402,F401
 import gpucommons.cli.whatif  # noqa: E402,F401
 import gpucommons.cli.bench  # noqa: E402,F401
 import gpucommons.cli.invoice  # noqa: E402,F401
+import gpucommons.cli.advise  # noqa: E402,F401

@@ -1,0 +1,176 @@
+"""`commons advise` end to end: real files in, a valid policy, JSON and a PNG out, clear refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpucommons.cli.main import app
+from gpucommons.policy import dump_policy, parse_policy
+from gpucommons.testing.builders import make_policy
+
+HELIOS = Path("/work/shared/traces/helios_earth_vc_usage_2020-05_5min.csv")
+runner = CliRunner()
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["advise", *(str(a) for a in args)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def small_policy(tmp_path: Path) -> Path:
+    policy = (
+        make_policy().pool("gpu", nodes=2, gpus_per_node=8).team("nlp", gpu=8).team("cv", gpu=8).preemption()
+    ).build()
+    path = tmp_path / "commons.yaml"
+    path.write_text(dump_policy(policy))
+    return path
+
+
+@pytest.fixture
+def small_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.csv"
+    rows = ["job_id,team,submit_time_s,duration_s,gpus"]
+    rows += [f"n{i},nlp,{i * 600},3600,4" for i in range(12)]  # nlp: up to 24 GPUs at once
+    rows += [f"c{i},cv,{i * 3600},1800,2" for i in range(4)]  # cv: 2 GPUs now and then
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def helios_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A policy matching the Helios Earth file: its 16 VCs with their May 2020 quotas, 107 nodes of 8."""
+    if not HELIOS.exists():
+        pytest.skip(f"{HELIOS} is not on this machine")
+    quotas: dict[str, int] = {}
+    with HELIOS.open() as handle:
+        for row in csv.DictReader(handle):
+            quotas.setdefault(row["team"], int(row["quota_gpus"]))
+    lines = [
+        "cluster:",
+        "  name: helios-earth",
+        "  pools: [{name: gpu, gpu_type: V100, nodes: 107, gpus_per_node: 8}]",
+        "priority_classes: [{name: experiment, value: 100}]",
+        "default_priority_class: experiment",
+        "teams:",
+        *(f"  - {{name: {team}, quota: {{gpu: {{gpus: {gpus}}}}}}}" for team, gpus in quotas.items()),
+    ]
+    path = tmp_path_factory.mktemp("helios") / "helios-earth.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert sum(quotas.values()) == 856
+    return path
+
+
+def test_helios_usage_gives_a_valid_policy_within_capacity(helios_policy: Path, tmp_path: Path) -> None:
+    out, plot = tmp_path / "proposed.yaml", tmp_path / "advice.png"
+    code, stdout, stderr = run("--policy", helios_policy, "--history", HELIOS, "--out", out, "--plot", plot)
+    assert code == 0, stderr
+    proposed = parse_policy(out.read_text())
+    nominal = {t.name: t.nominal("gpu").gpus for t in proposed.teams}
+    assert len(nominal) == 16
+    assert sum(nominal.values()) == 856  # the whole pool is handed out, never more
+    assert nominal["vc6YE"] > 208  # pending 55% of the time under 208
+    assert nominal["vcJkd"] < 16  # asked for GPUs 11% of the time
+    assert "vc6YE: asks for GPUs 96% of the time; demand while active p50 211, p95 268, peak 363" in stdout
+    assert "pending 55% of the time" in stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_helios_json_says_every_team_and_pool(helios_policy: Path) -> None:
+    code, stdout, _ = run("--policy", helios_policy, "--history", HELIOS, "--json", "--whole-nodes")
+    assert code == 0
+    data = json.loads(stdout)
+    assert data["history"] == {"kind": "samples", "start_s": 0, "end_s": 2678400, "step_s": 300, "teams": 16}
+    assert data["rule"]["whole_nodes"] is True
+    assert data["pools"][0]["nominal_after"] <= 856
+    assert all(t["proposed"]["nominal"] % 8 == 0 for t in data["teams"])
+    vc6 = next(t for t in data["teams"] if t["team"] == "vc6YE")
+    assert vc6["demand"]["peak"] == 363
+    assert vc6["demand"]["censored_fraction"] == pytest.approx(0.55, abs=0.005)
+
+
+def test_a_trace_history_and_a_check_replay_under_both_policies(
+    small_policy: Path, small_trace: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "proposed.yaml"
+    code, stdout, stderr = run(
+        "--policy",
+        small_policy,
+        "--history",
+        small_trace,
+        "--check-trace",
+        small_trace,
+        "--json",
+        "--out",
+        out,
+    )
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    assert data["history"]["kind"] == "trace"
+    nominal = {t["team"]: t["proposed"]["nominal"] for t in data["teams"]}
+    assert nominal["nlp"] > nominal["cv"] and sum(nominal.values()) == 16
+    check = data["check"]
+    assert check["engine"] == "commons"
+    assert check["current"]["jobs"] == check["proposed"]["jobs"] == 16
+    assert check["proposed"]["teams"]["nlp"]["nominal_gpus"] == nominal["nlp"]
+    assert parse_policy(out.read_text()).team("nlp").nominal("gpu").gpus == nominal["nlp"]
+
+
+def test_the_table_shows_before_and_after(small_policy: Path, small_trace: Path) -> None:
+    code, stdout, _ = run("--policy", small_policy, "--history", small_trace)
+    assert code == 0
+    assert "nominal" in stdout and "8 →" in stdout
+    assert "demand = the GPUs of each job from its submission" in stdout
+
+
+def test_bad_usage_rows_end_with_exit_1_and_their_line_numbers(small_policy: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "usage.csv"
+    bad.write_text("time_s,team,running_gpus,pending_gpus\n0,nlp,4,0\n300,nlp,four,0\n600,cv,1,-2\n")
+    code, stdout, stderr = run("--policy", small_policy, "--history", bad)
+    assert code == 1
+    assert f"{bad}: line 3: running_gpus must be a whole number of GPUs, got 'four'" in stderr
+    assert f"{bad}: line 4: pending_gpus must be ≥ 0, got '-2'" in stderr
+    assert "Traceback" not in stdout + stderr
+
+
+def test_bad_trace_rows_are_refused_by_the_trace_reader(small_policy: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "trace.csv"
+    bad.write_text("job_id,team,submit_time_s,duration_s,gpus\n1,nlp,0,10,0\n")
+    code, _, stderr = run("--policy", small_policy, "--history", bad)
+    assert code == 1
+    assert "line 2: gpus must be at least 1" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--history", "missing.csv"], "missing.csv: no such trace file"),
+        (["--percentile", "150"], "percentile must be between 0 and 100"),
+        (["--engine", "slurm", "--check-trace", "TRACE"], "--engine 'slurm'"),
+    ],
+)
+def test_bad_options_end_with_exit_1_and_a_message(
+    small_policy: Path, small_trace: Path, args: list[str], message: str
+) -> None:
+    args = [str(small_trace) if a == "TRACE" else a for a in args]
+    if "--history" not in args:
+        args = ["--history", str(small_trace), *args]
+    code, _, stderr = run("--policy", small_policy, *args)
+    assert code == 1
+    assert message in stderr
+
+
+def test_teams_not_in_the_policy_are_ignored_with_a_warning(small_policy: Path, tmp_path: Path) -> None:
+    usage = tmp_path / "usage.csv"
+    usage.write_text(
+        "time_s,team,running_gpus,pending_gpus\n0,nlp,4,0\n0,ghost,8,0\n300,nlp,2,0\n300,ghost,8,0\n"
+    )
+    code, _, stderr = run("--policy", small_policy, "--history", usage)
+    assert code == 0
+    assert "ignored 1 GPU-hours of team 'ghost': not a team of the policy" in stderr
