@@ -64,11 +64,12 @@ def audit(
 
 def _table(rows: list[AuditEntry]) -> Table:
     table = Table(box=None, pad_edge=False)
-    for col in ("WHEN (UTC)", "ACTOR", "ACTION", "TARGET", "TEAM", "OUTCOME", "STATUS", "FROM"):
-        table.add_column(col, overflow="fold")
+    for col in ("WHEN (UTC)", "ACTOR", "ACTION", "TARGET", "RESULT", "FROM"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("WHEN (UTC)", "RESULT"))
     for r in rows:
+        target = ", ".join(x for x in (r.team and f"team={r.team}", r.target) if x)
         table.add_row(
-            r.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"), r.actor or "(anonymous)", r.action,
-            r.target or "", r.team or "", r.outcome, str(r.status_code), r.remote_addr or "",
+            r.at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), r.actor or "(anonymous)", r.action, target,
+            f"{r.outcome} {r.status_code}", r.remote_addr or "",
         )  # fmt: skip
     return table

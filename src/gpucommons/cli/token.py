@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -75,7 +75,7 @@ def list_tokens(
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
         return
-    console.print(_table(rows))
+    console.print(_table(rows, all_))
 
 
 @token_app.command("revoke")
@@ -86,31 +86,26 @@ def revoke(token_id: Annotated[str, typer.Argument(help="The token's id (see com
     typer.echo(f"revoked token {row.id} ({row.name}) of {row.subject}")
 
 
-def _table(rows: list[TokenInfo]) -> Table:
+def _table(rows: list[TokenInfo], with_revoked: bool) -> Table:
     table = Table(box=None, pad_edge=False)
-    for col in (
-        "ID",
-        "NAME",
-        "KIND",
-        "SUBJECT",
-        "ROLE",
-        "TEAM",
-        "CREATED",
-        "EXPIRES",
-        "LAST USED",
-        "REVOKED",
-    ):
-        table.add_column(col, overflow="fold")
+    columns = ["ID", "NAME", "SUBJECT", "ROLE", "EXPIRES", "LAST USED"] + (
+        ["REVOKED"] if with_revoked else []
+    )
+    for col in columns:
+        table.add_column(col, overflow="fold", no_wrap=col in ("ID", "EXPIRES", "LAST USED", "REVOKED"))
     for r in rows:
-        table.add_row(
-            r.id, r.name, r.kind, r.subject, r.role or "(user's)", r.team or "", _when(r.created_at),
-            _when(r.expires_at), _when(r.last_used_at), _when(r.revoked_at),
-        )  # fmt: skip
+        role = (r.role or "user's roles") + (f"@{r.team}" if r.team else "")
+        cells = [r.id, r.name, r.subject, role, _when(r.expires_at) or "never", _when(r.last_used_at)]
+        table.add_row(*cells, *([_when(r.revoked_at)] if with_revoked else []))
     return table
 
 
 def _when(t: datetime | None) -> str:
-    return t.strftime("%Y-%m-%d %H:%M") if t is not None else ""
+    """UTC, to the minute; the year only when it is not this year's."""
+    if t is None:
+        return ""
+    t = t.astimezone(UTC)
+    return t.strftime("%m-%d %H:%M" if t.year == datetime.now(UTC).year else "%Y-%m-%d %H:%M")
 
 
 def _first_error(exc: Exception) -> str:
