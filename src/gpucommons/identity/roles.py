@@ -68,40 +68,24 @@ def service_principal(subject: str, role: Role, team: str | None, *, credential_
 
 
 def scope_principal(principal: Principal, role: Role | None, team: str | None) -> Principal:
-    """`principal` narrowed to what a token scoped to `role` (and `team`) may use. Never widens."""
-    if role is None:
-        if team is None:
-            return principal
-        return _with(principal, member_of=principal.member_of & {team}, admin_of=principal.admin_of & {team})
+    """`principal` narrowed to what a token scoped to `role` (and `team`) may use. Never widens:
+    every flag and team kept is one the principal already holds, and a scim confinement stays."""
     keep = frozenset({team}) if team is not None else None
 
     def within(teams: frozenset[str]) -> frozenset[str]:
         return teams if keep is None else teams & keep
 
-    if role is Role.PLATFORM_ADMIN:
-        return _with(principal, finance=False, scim=False, member_of=frozenset(), admin_of=frozenset())
-    if role is Role.FINANCE:
-        return _with(principal, platform_admin=False, scim=False, member_of=frozenset(), admin_of=frozenset())
-    if role is Role.SCIM:
-        return _with(
-            principal, platform_admin=False, finance=False, member_of=frozenset(), admin_of=frozenset()
-        )
-    if role is Role.TEAM_ADMIN:
-        return _with(
-            principal,
-            platform_admin=False,
-            finance=False,
-            scim=False,
-            member_of=within(principal.admin_of),
-            admin_of=within(principal.admin_of),
-        )
+    if role is None:
+        return _with(principal, member_of=within(principal.member_of), admin_of=within(principal.admin_of))
+    none: frozenset[str] = frozenset()
     return _with(
         principal,
-        platform_admin=False,
-        finance=False,
-        scim=False,
-        member_of=within(principal.teams),
-        admin_of=frozenset(),
+        platform_admin=principal.platform_admin and role is Role.PLATFORM_ADMIN,
+        finance=principal.finance and role is Role.FINANCE,
+        member_of=within(principal.admin_of if role is Role.TEAM_ADMIN else principal.teams)
+        if role in (Role.TEAM_ADMIN, Role.TEAM_MEMBER)
+        else none,
+        admin_of=within(principal.admin_of) if role is Role.TEAM_ADMIN else none,
     )
 
 
