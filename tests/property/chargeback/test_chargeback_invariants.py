@@ -6,19 +6,30 @@ for) when the environment has `HYPOTHESIS_PROFILE=ci` or `CI` set, else `chargeb
 
 from __future__ import annotations
 
+import io
 import os
 import random
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpucommons.chargeback import allocate, compute_chargeback, largest_remainder
 from gpucommons.chargeback.result import ChargebackResult
 from gpucommons.domain import AdminSplit, IdlePolicy, Policy
-from gpucommons.ledger import EndReason, Period, UsageInterval, summarize_usage
+from gpucommons.ledger import (
+    EndReason,
+    LedgerError,
+    Period,
+    UsageInterval,
+    read_usage_csv,
+    read_usage_table,
+    summarize_usage,
+    write_usage_csv,
+)
 from gpucommons.ledger.integrate import _integrate_python, _integrate_table
 from gpucommons.ledger.table import UsageTable
 from gpucommons.testing.chargeback import chargeback_policy
@@ -224,3 +235,22 @@ def test_largest_remainder_is_exact_and_within_a_cent_of_each_share(
     for key, weight in weights.items():
         exact = Fraction(total * weight, whole)
         assert exact - 1 < shares[key] < exact + 1
+
+
+@settings(PROFILE, max_examples=min(PROFILE.max_examples, 300))
+@given(st.integers(0, 2**64))
+def test_column_and_row_readers_agree_on_every_written_ledger(seed: int) -> None:
+    """Write a random ledger (lost work may exceed what a row held: then both must refuse it, alike)."""
+    ledger = random_case(random.Random(seed))[2]
+    buffer = io.StringIO()
+    write_usage_csv(ledger, buffer)
+    text = buffer.getvalue()
+    try:
+        rows = read_usage_csv(io.StringIO(text))
+    except LedgerError as by_rows:
+        with pytest.raises(LedgerError) as by_columns:
+            read_usage_table(io.StringIO(text))
+        assert by_columns.value.issues == by_rows.issues
+        return
+    assert rows == ledger
+    assert read_usage_table(io.StringIO(text)).intervals() == ledger

@@ -187,3 +187,39 @@ def test_the_column_reader_refuses_bad_rows_by_line_like_the_row_reader() -> Non
         table(f"{HEADER}\n{GOOD.replace('2026-11-01T02:00:00Z', 'NaTZ')}\n")
     with pytest.raises(LedgerError):
         table(f"{HEADER}\n{GOOD}\n", pools=["a100"])
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "2026-02-29T00:00:00Z",  # not a leap year
+        "2026-11-31T00:00:00Z",
+        "2026-11-01T24:00:00Z",
+        "2026-11-01T00:00:60Z",
+        "0000-01-01T00:00:00Z",
+        "2O26-11-01T00:00:00Z",
+        "2026-11-01T00:00:00.12345xZ",
+    ],
+)
+def test_the_column_reader_refuses_impossible_times_like_the_row_reader(cell: str) -> None:
+    text = f"{HEADER}\n{GOOD}\n" + GOOD.replace("2026-11-01T00:00:00Z", cell) + "\n"
+    with pytest.raises(LedgerError) as caught:
+        table(text)
+    assert [i.line for i in caught.value.issues] == [3]
+
+
+def test_the_column_reader_reads_leap_days_and_microseconds_exactly() -> None:
+    times = ["2024-02-29T23:59:59Z", "2000-02-29T00:00:00Z", "1900-03-01T00:00:00Z"]
+    text = HEADER + "\n" + "\n".join(GOOD.replace("2026-11-01T00:00:00Z", t) for t in times) + "\n"
+    assert table(text) == read(text)
+    micro = GOOD.replace("00:00:00Z", "00:00:00.000001Z").replace("02:00:00Z", "02:00:00.999999Z")
+    assert table(f"{HEADER}\n{micro}\n") == read(f"{HEADER}\n{micro}\n")
+
+
+def test_a_time_with_two_zones_is_refused_by_both_readers() -> None:
+    odd = GOOD.replace("2026-11-01T00:00:00Z", "2026-11-01T00:00:00+01:00Z")
+    text = f"{HEADER}\n{GOOD}\n{odd}\n"
+    with pytest.raises(LedgerError):
+        read(text)
+    with pytest.raises(LedgerError):
+        table(text)
