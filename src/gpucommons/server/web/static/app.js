@@ -43,6 +43,8 @@ const state = {
   timer: null,
   lastJson: null,
   lastOk: 0,
+  //: How long the last load and render took (ms): polling backs off when a page is expensive.
+  lastCostMs: 0,
   route: null,
 };
 
@@ -108,6 +110,7 @@ async function show() {
 async function tick(generation, route, region, force = false) {
   window.clearTimeout(state.timer);
   const ctx = context(route, region);
+  const started = performance.now();
   try {
     const data = await route.view.load(ctx);
     if (generation !== state.generation) return; // the user went elsewhere meanwhile
@@ -118,6 +121,7 @@ async function tick(generation, route, region, force = false) {
       route.view.afterRender?.(region);
     }
     state.lastOk = Date.now();
+    state.lastCostMs = performance.now() - started;
     region.querySelector(".load-error")?.remove();
   } catch (e) {
     if (generation !== state.generation) return;
@@ -134,10 +138,13 @@ async function tick(generation, route, region, force = false) {
 function schedule(generation, route, region) {
   const every = route.view.refreshMs ?? DEFAULT_REFRESH_MS;
   if (!every || state.paused || !state.signedIn) return;
+  // A page that takes long to load (a big cluster, a busy server) is polled less often: the
+  // dashboard never spends more than about a fifth of its time, or the server's, refreshing.
+  const delay = Math.max(every, 5 * state.lastCostMs);
   state.timer = window.setTimeout(() => {
     if (document.hidden) schedule(generation, route, region); // no polling in a background tab
     else tick(generation, route, region);
-  }, every);
+  }, delay);
 }
 
 /** Swap a region's content, keeping keyboard focus on the same control if it is still there. */

@@ -35,11 +35,14 @@ export function summarisePools(teams, pools) {
   }));
 }
 
+//: The task table shows the newest this many: enough to find one, small enough to poll every few seconds.
+export const TASK_LIST_LIMIT = 200;
+
 /** The caller's visible tasks, newest first, each pending one with its queue position and reason. */
 export async function loadTasks(api, { state = "", team = "" } = {}) {
   const states = state === "active" ? ACTIVE : state === "finished" ? TERMINAL : state ? [state] : [];
   const [tasks, queue] = await Promise.all([
-    api.get("/tasks", { team, state: states }).then(items),
+    api.get("/tasks", { team, state: states, limit: TASK_LIST_LIMIT }).then(items),
     api.get("/queue", { team }).then(items),
   ]);
   const byId = new Map(queue.map((q) => [q.task_id, q]));

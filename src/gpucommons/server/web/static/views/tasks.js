@@ -1,11 +1,13 @@
 // Tasks: what the caller may see (the API filters by team), the queue with the engine's reasons, and
 // a table of every task with its state, team, GPUs, priority and age.
 
-import { loadTasks } from "../data.js";
+import { loadTasks, TASK_LIST_LIMIT } from "../data.js";
 import { h, table } from "../dom.js";
 import { formatDuration, isActiveState, plural, secondsSince } from "../format.js";
 
 export const title = "Tasks";
+//: Waiting tasks shown as cards, first in the queue first; the table lists the rest.
+const QUEUE_CARDS = 25;
 
 const STATES = [
   ["active", "Active (waiting or running)"],
@@ -66,21 +68,34 @@ export function header(ctx) {
 export function render(data, ctx) {
   const now = ctx.api.now();
   const filter = filterOf(ctx);
-  const waiting = data.tasks.filter((t) => t.state === "pending");
-  waiting.sort((a, b) => (a.queue?.position ?? 1e9) - (b.queue?.position ?? 1e9) || (a.seq ?? 0) - (b.seq ?? 0));
+  const byId = new Map(data.tasks.map((t) => [t.id, t]));
+  // The queue (every waiting task the caller may see, in the engine's order), with the task's own row
+  // when the table has it; the queue entry alone carries name, team, GPUs and priority otherwise.
+  const waiting = data.queue
+    .filter((q) => !filter.team || q.team === filter.team)
+    .filter(() => filter.state === "" || filter.state === "active" || filter.state === "pending")
+    .map((q) => byId.get(q.task_id) || { id: q.task_id, name: q.name, team: q.team, gpus: q.gpus, priority: q.priority, queue: q });
+  const shown = waiting.slice(0, QUEUE_CARDS);
+  const truncated = data.tasks.length >= TASK_LIST_LIMIT;
   return [
     waiting.length
       ? h(
           "section",
           { "aria-labelledby": "queue-heading", class: "queue" },
           h("h2", { id: "queue-heading" }, `Waiting (${waiting.length})`),
-          h("ol", { class: "queue-list" }, waiting.map((t) => queueItem(t, now))),
+          h("ol", { class: "queue-list" }, shown.map((t) => queueItem(t, now))),
+          waiting.length > shown.length
+            ? h("p", { class: "muted" }, `… and ${plural(waiting.length - shown.length, "more task")} waiting behind these.`)
+            : null,
         )
       : null,
     h(
       "section",
       { "aria-labelledby": "tasks-heading" },
       h("h2", { id: "tasks-heading" }, filter.state === "active" ? "Active tasks" : "Tasks"),
+      truncated
+        ? h("p", { class: "muted" }, `The newest ${TASK_LIST_LIMIT} are shown; choose a team or a state to see others.`)
+        : null,
       data.tasks.length ? tasksTable(data.tasks, now) : h("p", { class: "empty" }, emptyText(filter)),
     ),
   ];
@@ -107,7 +122,7 @@ function queueItem(task, now) {
       h(
         "span",
         { class: "muted" },
-        ` · ${task.team} · ${plural(task.gpus, "GPU")} · ${task.priority} · waiting ${formatDuration(secondsSince(task.queued_at || task.submitted_at, now))}`,
+        ` · ${task.team} · ${plural(task.gpus, "GPU")} · ${task.priority} · waiting ${waitedText(task, now)}`,
         q && q.team_position ? ` · #${q.team_position} in ${task.team}` : "",
       ),
       h("p", { class: "reason", dataset: { reasonCode: q?.reason_code || "" } }, reasonText(task)),
@@ -115,8 +130,21 @@ function queueItem(task, now) {
   );
 }
 
+function waitedText(task, now) {
+  const since = task.queued_at || task.submitted_at;
+  return formatDuration(since ? secondsSince(since, now) : task.queue?.waiting_seconds);
+}
+
+/**
+ * Why a task waits, in words. The engine explains each team's first waiting task; a task further back
+ * in its team's queue waits, first of all, for the ones ahead of it.
+ */
 export function reasonText(task) {
   const q = task.queue;
+  if (q && !q.reason_code && q.team_position > 1) {
+    const ahead = q.team_position - 1;
+    return `Behind ${plural(ahead, "earlier task")} of team ${task.team} (a team's queue runs by priority, then age).`;
+  }
   if (q && q.reason) return q.reason;
   if (task.message) return task.message;
   return "Waiting for the next scheduling cycle.";
