@@ -249,3 +249,13 @@ def test_an_invoice_for_a_team_without_usage_still_renders() -> None:
 def test_to_dict_and_to_json_agree() -> None:
     r = result()
     assert json.loads(to_json(r)) == to_dict(r)
+
+
+def test_a_negative_idle_share_is_a_focus_credit() -> None:
+    policy = chargeback_policy(pools={"gpu": (4, "1.00")}, teams={"a": {"gpu": 4}})
+    ledger = [hours_interval("a", "gpu", gpus=4, start_h=0, end_h=10)]
+    r = compute_chargeback(policy, ledger, NOVEMBER, bill={"gpu": Decimal("20.00")})  # direct: 40.00
+    rows = list(csv.DictReader(io.StringIO(to_focus_csv(r))))
+    idle = next(row for row in rows if row["x_CostComponent"] == "idle")
+    assert (idle["ChargeCategory"], idle["BilledCost"]) == ("Credit", "-20.00")
+    assert sum(Decimal(row["BilledCost"]) for row in rows) == Decimal("20.00")

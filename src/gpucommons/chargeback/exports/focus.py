@@ -10,7 +10,8 @@ Rows (one charge period = the whole billing period):
   GPU-hours; BilledCost = its direct cents; ListCost = the GPU-hours at list price, before the
   borrowed-hour discount);
 - `Purchase` / `Recurring`: a team's share of a pool's idle capacity (PricingQuantity = its share of
-  the pool's idle GPU-hours), and its share of the admin cost (PricingQuantity in Months);
+  the pool's idle GPU-hours; `Credit` when negative, i.e. a bill below the direct charges), and its
+  share of the admin cost (PricingQuantity in Months);
 - the same two kinds for the platform's kept amounts, with SubAccountId and InvoiceId null.
 
 So Σ BilledCost over the file equals `cluster_cost_cents`, and over one InvoiceId the team's total.
@@ -209,7 +210,8 @@ def _idle_row(result: ChargebackResult, pool: PoolCharge, cents: int, team: str 
     return _Row(
         component="idle",
         billed_cents=cents,
-        category="Purchase",
+        # negative when direct charges exceeded the pool's cost (a bill below list price): a credit
+        category="Credit" if cents < 0 else "Purchase",
         frequency="Recurring",
         description=(
             f"{who} share of idle capacity on {pool.pool} ({pool.gpu_type}), "
