@@ -37,6 +37,12 @@ class Cycle:
             if root is not None:
                 self._root_teams.setdefault(root, []).append(team.name)
         self._team_index = {t.name: i for i, t in enumerate(self.policy.teams)}
+        #: Classes whose tasks are never victims, whatever a request says.
+        self.never_preempted_classes = frozenset(
+            c.name for c in self.policy.priority_classes if not c.preemptible
+        )
+        #: Tasks preempted before (min-runtime protection looks at them).
+        self.preempted_before = state.preempted_before()
 
     # --- lookups ---------------------------------------------------------------------------------
 

@@ -89,43 +89,55 @@ def protected_borrowed(cy: Cycle, rt: RunningTask) -> bool:
 
 
 def _eligible(cy: Cycle, rt: RunningTask, p: Preemptor) -> bool:
-    if rt.admission.pool != p.pool or not rt.task.preemptible or rt.task.id in cy.taken:
+    """Checks common to every candidate, cheapest first (this runs for every running task examined)."""
+    task = rt.task
+    if rt.admission.pool != p.pool or not task.preemptible or task.id in cy.taken:
         return False
-    cls = cy.priority_class(rt.task.priority_class)
-    if cls is not None and not cls.preemptible:
+    if task.priority_class in cy.never_preempted_classes:
         return False  # the class says never, whatever the request said
-    if rt.preempting and cy.state.preemptor_of(rt.task.id) is not None:
+    if rt.preempting and cy.state.preemptor_of(task.id) is not None:
         return False  # reserved for the preemptor that evicted it
     if not _uses(rt, p.needs):
         return False
-    return not _protected_from_repeat(cy, rt)
+    return not (
+        cy.config.min_runtime_protection and task.id in cy.preempted_before and _protected_from_repeat(cy, rt)
+    )
 
 
-def find_candidates(cy: Cycle, p: Preemptor) -> list[RunningTask]:
-    """Kueue `findCandidates`: own team's per `within_team`, borrowing teams' per `reclaim`."""
+def _could_fit(cy: Cycle, p: Preemptor, candidates: list[RunningTask]) -> bool:
+    """Necessary condition: removing a task frees at most its own request, so if even all of them
+    together with what is available now fall short, no set of victims will do."""
+    total = cy.quota.available(p.task.team, p.pool, cy.isolated)
+    for rt in candidates:
+        total = total + rt.task.resources
+    return p.task.resources.fits_in(total)
+
+
+def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[RunningTask]:
+    """Kueue `findCandidates`: own team's per `within_team`, borrowing teams' per `reclaim`
+    (`others=False` leaves the other teams out)."""
     task = p.task
+    prio = task.priority
     rules = cy.team(task.team).preemption
     out: list[RunningTask] = []
     if rules.within_team is not WithinTeamPolicy.NEVER:
         newer_equal = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        mine = (task.queued_at, task.seq)
         for rt in cy.state.iter_running(task.team):
-            if not _eligible(cy, rt, p):
-                continue
             cp = rt.task.priority
-            if cp > task.priority:
+            if cp > prio:
                 continue
-            if cp == task.priority and not (
-                newer_equal and (task.queued_at, task.seq) < (rt.task.queued_at, rt.task.seq)
-            ):
+            if cp == prio and not (newer_equal and mine < (rt.task.queued_at, rt.task.seq)):
                 continue
-            out.append(rt)
-    if cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
+            if _eligible(cy, rt, p):
+                out.append(rt)
+    if others and cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
         only_lower = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
         for other in cy.cohort_members(task.team):
             if other == task.team or not cy.quota.is_borrowing(other, p.pool, p.needs):
                 continue
             for rt in cy.state.iter_running(other):
-                if only_lower and rt.task.priority >= task.priority:
+                if only_lower and rt.task.priority >= prio:
                     continue
                 if _eligible(cy, rt, p):
                     out.append(rt)
@@ -305,14 +317,17 @@ def _fair(
 def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> list[Target] | None:
     """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None."""
     p = Preemptor(task, pool, needed_components(cy, task, pool))
-    candidates = order_candidates(cy, task.team, find_candidates(cy, p))
-    if not candidates:
+    threshold = _borrow_threshold(cy, task)
+    # Other teams' tasks can only serve to reclaim (preemptor under nominal), to borrow within the
+    # cohort, or under fair share; otherwise Kueue ends with own tasks only, so skip the others.
+    found = find_candidates(cy, p, others=fair_share or threshold is not None or _under_nominal(cy, p))
+    if not found or not _could_fit(cy, p, found):
         return None
+    candidates = order_candidates(cy, task.team, found)
     same_team = [rt for rt in candidates if rt.task.team == task.team]
     if len(same_team) == len(candidates):
         # Only own tasks: preempt them, borrowing if need be.
         return _minimal(cy, p, candidates, True, None)
-    threshold = _borrow_threshold(cy, task)
     if fair_share:
         return _fair(cy, p, candidates, threshold)
     if threshold is not None:

@@ -21,7 +21,8 @@ import contextlib
 import dataclasses
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 from gpucommons.domain.model import Policy, PriorityClass
 from gpucommons.domain.resources import ZERO, Resources
@@ -333,6 +334,10 @@ class ClusterState:
 
     def preemptor_of(self, victim_id: str) -> str | None:
         return self._preemptor_of.get(victim_id)
+
+    def preempted_before(self) -> Mapping[str, int]:
+        """Task id -> times preempted, for tasks preempted at least once (read-only view)."""
+        return MappingProxyType(self._preemptions)
 
     def preemption_count(self, task_id: str) -> int:
         """How many times the task was preempted (and requeued) so far."""
