@@ -15,7 +15,7 @@ from gpucommons.domain.model import Policy, Pool, PriorityClass, Team
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.identity.principal import Principal, Role
 from gpucommons.server.auth import CurrentPrincipal, create_bootstrap_admin_token, install_auth
-from gpucommons.server.auth.credentials import issue_token, revoke_user_credentials
+from gpucommons.server.auth.credentials import issue_token, resolve_token, revoke_user_credentials
 from gpucommons.store.base import Base
 from gpucommons.store.db import Database, sqlite_url
 from gpucommons.store.identity_models import ApiToken, DirectoryGroup, DirectoryUser, GroupMember
@@ -180,3 +180,29 @@ def test_principal_is_left_on_request_state_for_audit(db: Database) -> None:
     token = create_bootstrap_admin_token(db)
     assert TestClient(app).post("/x", headers=_auth(token)).status_code == 200
     assert seen[0].platform_admin and seen[0].credential_id == token[4:20]
+
+
+def test_demo_users_get_the_roles_their_groups_give(db: Database) -> None:
+    from dataclasses import replace
+
+    from gpucommons.domain.model import IdentityConfig
+    from gpucommons.server.auth.demo import create_demo_users
+    from gpucommons.testing.identity import identity_policy
+
+    policy = replace(identity_policy(), identity=IdentityConfig(finance_groups=("finance",)))
+    with db.session() as s:
+        demo = {u.user_name: u for u in create_demo_users(s, policy, time.time())}
+    with db.session() as s:
+        again = create_demo_users(s, policy, time.time())  # idempotent: same users, new tokens
+    assert set(demo) == {"nlp-member", "nlp-lead", "vision-member", "finance"} == {u.user_name for u in again}
+
+    def who(name: str) -> Principal:
+        with db.session() as s:
+            p = resolve_token(s, demo[name].token, policy, time.time())
+        assert p is not None
+        return p
+
+    assert who("nlp-member").member_of == {"nlp"} and who("nlp-lead").admin_of == {"nlp"}
+    assert who("vision-member").member_of == {"vision"} and who("finance").finance
+    with db.session() as s:
+        assert s.query(DirectoryUser).count() == 4
