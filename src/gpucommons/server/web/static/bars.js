@@ -29,7 +29,7 @@ function rect(cls, fromPct, widthPct) {
  * above it (hatched), the rest of the quota (pale), and a tick at the nominal quota. `scale` is the same
  * for every team of a pool, so bars compare at a glance.
  */
-export function quotaBar({ used, borrowed, nominal, scale, label }) {
+export function quotaBar({ used, borrowed, nominal, scale, label, limit = null }) {
   const owned = Math.max(0, used - borrowed);
   const ownedPct = pct(owned, scale);
   const borrowedPct = pct(borrowed, scale);
@@ -44,6 +44,10 @@ export function quotaBar({ used, borrowed, nominal, scale, label }) {
     rect("bar-borrowed-hatch", ownedPct, borrowedPct),
     nominal > 0
       ? svg("line", { class: "bar-nominal", x1: `${nominalPct}%`, x2: `${nominalPct}%`, y1: 0, y2: HEIGHT })
+      : null,
+    // The most the team may hold (nominal + borrow limit), when the policy caps it.
+    limit !== null && limit > nominal
+      ? svg("line", { class: "bar-limit", x1: `${pct(limit, scale)}%`, x2: `${pct(limit, scale)}%`, y1: 0, y2: HEIGHT })
       : null,
   );
 }
@@ -75,7 +79,9 @@ export function legend(entries) {
         svg(
           "svg",
           { class: "legend-swatch", width: 14, height: 14, "aria-hidden": "true" },
-          svg("rect", { class: cls, x: 0, y: 0, width: 14, height: 14 }),
+          cls === "bar-limit-key"
+            ? svg("line", { class: "bar-limit", x1: 7, x2: 7, y1: 0, y2: 14 })
+            : svg("rect", { class: cls, x: 0, y: 0, width: 14, height: 14 }),
           cls === "bar-borrowed" ? svg("rect", { class: "bar-borrowed-hatch", x: 0, y: 0, width: 14, height: 14 }) : null,
         ),
         text,

@@ -22,7 +22,7 @@ export async function loadOverview(api) {
  * Per pool: the cluster-wide numbers (capacity, used, borrowed, idle) and the visible teams' rows.
  * `owned` is what is used within quota: the solid part of the pool's bar.
  */
-export function summarisePools(teams, pools) {
+function summarisePools(teams, pools) {
   return pools.map((p) => ({
     name: p.name,
     gpuType: p.gpu_type,
@@ -134,7 +134,7 @@ export async function loadSubmitOptions(api) {
 }
 
 /** `[start, end)` of a "YYYY-MM" month, as ISO-8601 UTC. */
-export function monthWindow(month) {
+function monthWindow(month) {
   const [y, m] = month.split("-").map(Number);
   const start = new Date(Date.UTC(y, m - 1, 1));
   const end = new Date(Date.UTC(y, m, 1));
@@ -145,7 +145,7 @@ export function monthWindow(month) {
  * GPU-hours per team in the month, from the ledger (contract 4 intervals, cut at the month's edges by
  * the API; an open interval counts up to now), with the part above quota: what the usage page plots.
  */
-export function gpuHoursByTeam(intervals, nowMs) {
+function gpuHoursByTeam(intervals, nowMs) {
   const teams = new Map();
   for (const i of intervals) {
     const start = Date.parse(i.start);

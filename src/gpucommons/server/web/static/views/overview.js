@@ -33,6 +33,7 @@ export function render(data) {
         ["bar-borrowed", "borrowed (above quota)"],
         ["bar-quota", "unused quota"],
         ["bar-nominal-key", "nominal quota"],
+        ["bar-limit-key", "borrow limit"],
       ]),
       teams.length ? teamsTable(teams, pools) : h("p", { class: "empty" }, "No teams visible to you."),
     ),
@@ -69,8 +70,8 @@ function teamsTable(teams, pools) {
   const scale = new Map();
   for (const pool of pools) {
     let max = 1;
-    for (const tp of pool.teams) max = Math.max(max, tp.nominal_gpus || 0, tp.used_gpus || 0);
-    scale.set(pool.name, max);
+    for (const tp of pool.teams) max = Math.max(max, tp.nominal_gpus || 0, tp.used_gpus || 0, maxUsage(tp) || 0);
+    scale.set(pool.name, max * 1.04); // a little room, so a mark at the end of the scale stays visible
   }
   const rows = [];
   for (const team of [...teams].sort((a, b) => a.name.localeCompare(b.name))) {
@@ -125,7 +126,12 @@ function teamBar(team, tp, scale) {
     `${team.name} in ${tp.pool}: ${tp.used_gpus} of ${tp.nominal_gpus} quota GPUs used` +
     (tp.borrowed_gpus ? `, ${tp.borrowed_gpus} borrowed` : "") +
     limit;
-  return quotaBar({ used: tp.used_gpus, borrowed: tp.borrowed_gpus, nominal: tp.nominal_gpus, scale, label });
+  return quotaBar({ used: tp.used_gpus, borrowed: tp.borrowed_gpus, nominal: tp.nominal_gpus, scale, label, limit: maxUsage(tp) });
+}
+
+/** Nominal quota + borrow limit: the most a team may hold in a pool (null: borrowing is unlimited). */
+function maxUsage(tp) {
+  return tp.borrow_limit_gpus === null || tp.borrow_limit_gpus === undefined ? null : tp.nominal_gpus + tp.borrow_limit_gpus;
 }
 
 function captionText(tp) {

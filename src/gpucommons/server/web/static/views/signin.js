@@ -6,7 +6,6 @@ import { h } from "../dom.js";
 
 export const title = "Sign in";
 export const refreshMs = 0;
-export const public_ = true;
 
 /** Whether single sign-on is on: the route exists (page config) and a provider is configured. */
 export async function load(ctx) {
