@@ -268,7 +268,9 @@ def test_borrow_within_cohort_max_priority_threshold_limits_victims_when_borrowi
     def victims(threshold: int | None) -> list[str]:
         policy = _bwc_policy()
         nlp = policy.team("nlp")
-        rules = WithThreshold(nlp.preemption.reclaim, nlp.preemption.borrow_within_cohort, nlp.preemption.within_team, threshold)
+        rules = WithThreshold(
+            nlp.preemption.reclaim, nlp.preemption.borrow_within_cohort, nlp.preemption.within_team, threshold
+        )
         teams = tuple(replace(t, preemption=rules) if t.name == "nlp" else t for t in policy.teams)
         state = (
             make_state(replace(policy, teams=teams, _index={}))
@@ -287,14 +289,14 @@ def test_borrow_within_cohort_max_priority_threshold_limits_victims_when_borrowi
 
 
 def test_a_class_that_is_not_preemptible_protects_its_tasks_whatever_the_request_says() -> None:
-    policy = make_policy().pool("h100", nodes=2, gpus_per_node=8).team("nlp", h100=16, within_team="lower_priority", borrow_limit=0).build()
+    policy = (
+        make_policy()
+        .pool("h100", nodes=2, gpus_per_node=8)
+        .team("nlp", h100=16, within_team="lower_priority", borrow_limit=0)
+        .build()
+    )
     from dataclasses import replace
 
     prod = replace(T("prod").team("nlp").gpus(16).klass("production").priority(100).obj(), preemptible=True)
-    state = (
-        make_state(policy)
-        .running(prod)
-        .pending(T("p").team("nlp").gpus(8).priority(900))
-        .obj()
-    )
+    state = make_state(policy).running(prod).pending(T("p").team("nlp").gpus(8).priority(900)).obj()
     assert decide_checked(state, 10).preempt == ()

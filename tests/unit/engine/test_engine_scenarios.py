@@ -29,15 +29,6 @@ class Scenario:
     borrowed: dict[str, int] = field(default_factory=dict)  # task -> GPUs borrowed at admission
 
 
-def two_teams(**team_kw: object) -> object:
-    return (
-        make_policy()
-        .pool("h100", nodes=4, gpus_per_node=8)
-        .team("nlp", h100=16, **team_kw)
-        .team("cv", h100=16)
-    )  # type: ignore[arg-type]
-
-
 def p_two(nlp: dict[str, object] | None = None, cv: dict[str, object] | None = None, nodes: int = 4):
     return (
         make_policy()
@@ -45,6 +36,29 @@ def p_two(nlp: dict[str, object] | None = None, cv: dict[str, object] | None = N
         .team("nlp", h100=16, **(nlp or {}))  # type: ignore[arg-type]
         .team("cv", h100=16, **(cv or {}))  # type: ignore[arg-type]
         .build()
+    )
+
+
+def p_bwc():
+    """nlp may borrow within the cohort; cv and an idle team lend."""
+    return (
+        make_policy()
+        .pool("h100", nodes=6, gpus_per_node=8)
+        .team("nlp", h100=16, reclaim="any", borrow_within_cohort="lower_priority")
+        .team("cv", h100=16)
+        .team("idle", h100=16)
+        .build()
+    )
+
+
+def bwc_state(borrower_priority: int, borrower_admitted_at: float):
+    """nlp (priority 500 tasks) at nominal wants 8 more; cv borrows 16 with one task; full cohort."""
+    return (
+        make_state(p_bwc())
+        .running(T("n1").team("nlp").gpus(16).priority(500))
+        .running(T("c1").team("cv").gpus(32).priority(borrower_priority), at=borrower_admitted_at)
+        .pending(T("a").team("nlp").gpus(8).priority(500))
+        .obj()
     )
 
 
@@ -405,74 +419,22 @@ SCENARIOS = [
     ),
     Scenario(
         "borrow_within_cohort_preempts_a_lower_priority_borrower",
-        lambda: (
-            make_state(
-                make_policy()
-                .pool("h100", nodes=6, gpus_per_node=8)
-                .team("nlp", h100=16, **BWC)  # type: ignore[arg-type]
-                .team("cv", h100=16)
-                .team("idle", h100=16)
-                .build()
-            )
-            .running(T("n1").team("nlp").gpus(16).priority(500))
-            .running(T("c1").team("cv").gpus(32).priority(100), at=0)
-            .pending(T("a").team("nlp").gpus(8).priority(500))
-            .obj()
-        ),
+        lambda: bwc_state(borrower_priority=100, borrower_admitted_at=0),
         preempt={"c1": PreemptReason.BORROW_WITHIN_COHORT},
     ),
     Scenario(
         "borrow_within_cohort_never_takes_equal_priority",
-        lambda: (
-            make_state(
-                make_policy()
-                .pool("h100", nodes=6, gpus_per_node=8)
-                .team("nlp", h100=16, **BWC)  # type: ignore[arg-type]
-                .team("cv", h100=16)
-                .team("idle", h100=16)
-                .build()
-            )
-            .running(T("n1").team("nlp").gpus(16).priority(500))
-            .running(T("c1").team("cv").gpus(32).priority(500))
-            .pending(T("a").team("nlp").gpus(8).priority(500))
-            .obj()
-        ),
+        lambda: bwc_state(borrower_priority=500, borrower_admitted_at=0),
         pending={"a": PendingCode.NO_IDLE_TO_BORROW},
     ),
     Scenario(
         "min_runtime_protects_young_borrowed_capacity_from_borrow_within_cohort",
-        lambda: (
-            make_state(
-                make_policy()
-                .pool("h100", nodes=6, gpus_per_node=8)
-                .team("nlp", h100=16, **BWC)  # type: ignore[arg-type]
-                .team("cv", h100=16)
-                .team("idle", h100=16)
-                .build()
-            )
-            .running(T("n1").team("nlp").gpus(16).priority(500))
-            .running(T("c1").team("cv").gpus(32).priority(100), at=990)
-            .pending(T("a").team("nlp").gpus(8).priority(500))
-            .obj()
-        ),
+        lambda: bwc_state(borrower_priority=100, borrower_admitted_at=990),
         pending={"a": PendingCode.NO_IDLE_TO_BORROW},
     ),
     Scenario(
         "kueue_has_no_min_runtime_protection",
-        lambda: (
-            make_state(
-                make_policy()
-                .pool("h100", nodes=6, gpus_per_node=8)
-                .team("nlp", h100=16, **BWC)  # type: ignore[arg-type]
-                .team("cv", h100=16)
-                .team("idle", h100=16)
-                .build()
-            )
-            .running(T("n1").team("nlp").gpus(16).priority(500))
-            .running(T("c1").team("cv").gpus(32).priority(100), at=990)
-            .pending(T("a").team("nlp").gpus(8).priority(500))
-            .obj()
-        ),
+        lambda: bwc_state(borrower_priority=100, borrower_admitted_at=990),
         preempt={"c1": PreemptReason.BORROW_WITHIN_COHORT},
         config=KUEUE,
     ),
