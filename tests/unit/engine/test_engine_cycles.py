@@ -3,6 +3,8 @@ fair share (ordering, both strategies, half-life), and what callers rely on betw
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from gpucommons.engine import (
     EngineConfig,
     FairShareStrategy,
@@ -300,3 +302,30 @@ def test_a_class_that_is_not_preemptible_protects_its_tasks_whatever_the_request
     prod = replace(T("prod").team("nlp").gpus(16).klass("production").priority(100).obj(), preemptible=True)
     state = make_state(policy).running(prod).pending(T("p").team("nlp").gpus(8).priority(900)).obj()
     assert decide_checked(state, 10).preempt == ()
+
+
+def test_kueue_reclaims_a_readmitted_borrower_again_and_again_while_commons_guarantees_progress() -> None:
+    """DESIGN's second genuine Kueue loop: a borrower readmitted between a lender's short tasks is
+    reclaimed each time without progress. With min-runtime protection every task runs at least its
+    class's min_runtime (300 s for experiments) between two preemptions."""
+    from gpucommons.testing.strategies import Job, MiniSim
+
+    policy = (
+        make_policy()
+        .pool("h100", nodes=2, gpus_per_node=8)
+        .team("a", h100=8, reclaim="any")
+        .team("b", h100=8)
+        .build()
+    )
+    jobs = [
+        Job(T("b1").team("b").gpus(8).seq(1).obj(), 0, 1e5),
+        Job(T("b2").team("b").gpus(8).seq(2).obj(), 0, 3000),
+        *(Job(T(f"a{i}").team("a").gpus(8).seq(10 + i).obj(), 10 + 200 * i, 100) for i in range(10)),
+    ]
+    kueue = MiniSim(policy, KUEUE, grace_s=5).run(jobs, until=5000)
+    commons = MiniSim(policy, EngineConfig.commons(), grace_s=5).run(jobs, until=5000)
+    assert kueue.preemptions["b2"] == 10  # at every one of a's arrivals
+    assert sum(commons.preemptions.values()) < sum(kueue.preemptions.values())
+    for task in commons.preemptions:
+        times = sorted(t for (tid, t) in commons.per_instant if tid == task)
+        assert all(later - earlier >= 300 for earlier, later in pairwise(times)), times
