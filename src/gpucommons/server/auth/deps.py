@@ -32,7 +32,7 @@ _bearer = HTTPBearer(
 )
 
 
-def _root_state(request: Request) -> Any:
+def root_state(request: Request) -> Any:
     """The main app's state, also from a mounted sub-app (SCIM) that points at it as `state.root`."""
     state = request.app.state
     root = getattr(state, "root", None)
@@ -44,7 +44,7 @@ def current_policy(request: Request) -> Policy | None:
 
     Falls back on the control plane's `app.state.commons.policies.policy` (`server.context`).
     """
-    state = _root_state(request)
+    state = root_state(request)
     value: Any = getattr(state, "policy", None)
     if value is None:
         value = getattr(getattr(getattr(state, "commons", None), "policies", None), "policy", None)
@@ -55,7 +55,7 @@ def current_policy(request: Request) -> Policy | None:
 
 def database(request: Request) -> Database:
     """`app.state.db`, or the control plane's `app.state.commons.db`."""
-    state = _root_state(request)
+    state = root_state(request)
     db = getattr(state, "db", None) or getattr(getattr(state, "commons", None), "db", None)
     if not isinstance(db, Database):
         raise RuntimeError("app.state.db is not set: the app factory must provide a store.db.Database")

@@ -25,10 +25,10 @@ from gpucommons.api.identity import AuthConfig, IdTokenExchange, SessionToken, W
 from gpucommons.identity.oidc import ClaimsError, identity_from_claims
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.auth.credentials import revoke_token
-from gpucommons.server.auth.deps import SESSION_COOKIE, CurrentPrincipal, _root_state, database
+from gpucommons.server.auth.deps import SESSION_COOKIE, CurrentPrincipal, database, root_state
 from gpucommons.server.auth.oidc import OidcProvider, OidcSettings
 from gpucommons.server.auth.signin import sign_in
-from gpucommons.server.auth.token_admin import _at
+from gpucommons.server.auth.token_admin import utc_datetime
 
 STATE_COOKIE = "commons_oidc"
 STATE_MAX_AGE_S = 600
@@ -38,7 +38,7 @@ api = APIRouter(prefix="/api/v1/auth", tags=["sign-in"])
 
 
 def oidc_settings(request: Request) -> OidcSettings:
-    state = _root_state(request)
+    state = root_state(request)
     settings = getattr(state, "oidc_settings", None)
     if not isinstance(settings, OidcSettings):
         settings = OidcSettings()
@@ -50,7 +50,7 @@ def oidc_provider(request: Request) -> OidcProvider:
     settings = oidc_settings(request)
     if not settings.enabled:
         raise NotFound("sign-in is not configured: set COMMONS_OIDC_ISSUER and COMMONS_OIDC_CLIENT_ID")
-    state = _root_state(request)
+    state = root_state(request)
     provider = getattr(state, "oidc_provider", None)
     if not isinstance(provider, OidcProvider):
         provider = OidcProvider(settings)
@@ -60,7 +60,7 @@ def oidc_provider(request: Request) -> OidcProvider:
 
 def _serializer(request: Request) -> URLSafeTimedSerializer:
     settings = oidc_settings(request)
-    state = _root_state(request)
+    state = root_state(request)
     secret = settings.cookie_secret or getattr(state, "oidc_cookie_secret", None)
     if secret is None:
         secret = secrets.token_urlsafe(32)
@@ -197,7 +197,7 @@ def exchange(body: IdTokenExchange, request: Request) -> SessionToken:
     claims = provider.verify_id_token(body.id_token, audiences, now)
     issued = _sign_in(request, claims, now, via="cli")
     audit_note(request, "auth.login", target=issued.row.id, user=issued.row.subject, via="cli")
-    expires = _at(issued.row.expires_at)
+    expires = utc_datetime(issued.row.expires_at)
     assert expires is not None
     return SessionToken(token=issued.token, expires_at=expires, subject=issued.row.subject)
 

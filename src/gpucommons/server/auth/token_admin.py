@@ -23,7 +23,7 @@ from gpucommons.store.identity_models import ApiToken, DirectoryUser
 _TEAM_ROLES = (Role.TEAM_ADMIN, Role.TEAM_MEMBER)
 
 
-def _at(t: float | None) -> datetime | None:
+def utc_datetime(t: float | None) -> datetime | None:
     return None if t is None else datetime.fromtimestamp(t, UTC)
 
 
@@ -38,9 +38,9 @@ def token_info(row: ApiToken) -> TokenInfo:
         team=row.team,
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         created_by=row.created_by,
-        expires_at=_at(row.expires_at),
-        revoked_at=_at(row.revoked_at),
-        last_used_at=_at(row.last_used_at),
+        expires_at=utc_datetime(row.expires_at),
+        revoked_at=utc_datetime(row.revoked_at),
+        last_used_at=utc_datetime(row.last_used_at),
     )
 
 
