@@ -160,6 +160,15 @@ def test_a_member_of_one_team_never_sees_another_teams_tasks(scenario: Scenario,
     assert page.locator("tr[data-team='alpha']").count() == 0
     assert stat(page, "gpu", "used") == "7"
 
+    # A member may cancel only their own tasks: no button on a teammate's.
+    with scenario.server.client() as client:
+        mate = client.submit(schemas.TaskSubmit(team="beta", gpus=4, command=SLEEP, name="beta-mates"))
+    page.goto(scenario.server.url + f"/#/tasks/{mate.id}")
+    page.wait_for_selector("h1:has-text('beta-mates')")
+    assert page.locator("#cancel-button").count() == 0
+    with scenario.server.client() as client:
+        client.cancel(mate.id)
+
     # Even a direct link to an alpha task shows nothing of it.
     page.goto(scenario.server.url + f"/#/tasks/{scenario.a1.id}")
     error = page.wait_for_selector(".load-error")
@@ -240,7 +249,7 @@ def test_a_bad_token_is_refused_and_signing_out_forgets_the_token(scenario: Scen
         context.close()
 
 
-@pytest.mark.parametrize("path", ["#/", "#/tasks", "#/submit"])
+@pytest.mark.parametrize("path", ["#/", "#/tasks", "#/submit", "#/usage"])
 def test_pages_fit_a_narrow_screen(scenario: Scenario, open_page: Any, shots: Path, path: str) -> None:
     page = open_page(scenario.server.admin_token, width=390, path=path)
     page.wait_for_selector("main h1")

@@ -72,8 +72,18 @@ function waitingCallout(task, queue, now) {
   );
 }
 
+/**
+ * Whether to offer *Cancel*: platform admins and the team's admins may cancel any of its tasks, members
+ * their own. Only a hint for the page; the server decides (and says why when it refuses).
+ */
+function mayCancel(task, who) {
+  if (!who) return true;
+  return Boolean(who.platform_admin || (who.admin_of || []).includes(task.team) || task.submitted_by === who.subject);
+}
+
 function actions(task, ctx) {
   if (!isActiveState(task.state)) return null;
+  if (!mayCancel(task, ctx.who)) return null;
   if (task.cancel_requested) return h("p", { class: "actions muted" }, "Cancellation requested; the task is stopping.");
   const status = h("span", { class: "action-status", role: "status", "aria-live": "polite" });
   const confirm = h(
