@@ -6,13 +6,14 @@ import io
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy import select
 
 from gpucommons.api import schemas
 from gpucommons.identity.authz import Action, authorize, visible_teams
 from gpucommons.ledger.csv_io import write_usage_csv
 from gpucommons.ledger.interval import UsageInterval
+from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
 from gpucommons.server.services import ledger, policies, views
 from gpucommons.store.models import TaskRow
@@ -107,8 +108,11 @@ def get_policy(ctx: ContextDep, who: CurrentPrincipal) -> schemas.PolicyInfo:
 
 
 @router.put("/policy", response_model=schemas.PolicyInfo)
-def apply_policy(body: schemas.PolicyApply, ctx: ContextDep, who: CurrentPrincipal) -> schemas.PolicyInfo:
+def apply_policy(
+    body: schemas.PolicyApply, request: Request, ctx: ContextDep, who: CurrentPrincipal
+) -> schemas.PolicyInfo:
     """Validate and apply a policy; running tasks keep running, the next cycle uses the new quotas."""
+    audit_note(request, "policy.apply", dry_run=body.dry_run)
     authorize(who, Action.POLICY_APPLY)
     with ctx.scheduler.lock:
         with ctx.db.session() as session:

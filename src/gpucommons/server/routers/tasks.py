@@ -16,6 +16,7 @@ from gpucommons.api.errors import NotFound
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
+from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
 from gpucommons.server.services import convert
 from gpucommons.server.services import tasks as service
@@ -29,11 +30,15 @@ StateName = Annotated[
 
 
 @router.post("", status_code=201, response_model=schemas.Task)
-def submit(body: schemas.TaskSubmit, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+def submit(
+    body: schemas.TaskSubmit, request: Request, ctx: ContextDep, who: CurrentPrincipal
+) -> schemas.Task:
+    audit_note(request, "task.submit", team=body.team)
     now = ctx.clock.now()
     with ctx.db.session() as session:
         row = service.submit(session, ctx.policies.policy, body, who, now, ctx.seq.next())
         out = convert.task(row)
+    audit_note(request, "task.submit", team=out.team, target=out.id)
     ctx.scheduler.task_submitted(out.id)
     return out
 
@@ -58,10 +63,12 @@ def get_task(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Ta
 
 
 @router.post("/{task_id}/cancel", response_model=schemas.Task)
-def cancel(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+def cancel(task_id: str, request: Request, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+    audit_note(request, "task.cancel", target=task_id)
     with ctx.scheduler.lock:
         with ctx.db.session() as session:
             row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CANCEL)
+            audit_note(request, "task.cancel", team=row.team, target=task_id)
             service.cancel(session, row, who, ctx.clock.now())
             out = convert.task(row)
         if out.state == TaskState.CANCELLED.value:
@@ -82,6 +89,7 @@ def checkpoint(
             creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token) if token else None
             who = current_principal(request, creds)
             row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CHECKPOINT)
+        audit_note(request, "task.checkpoint", team=row.team, target=task_id)
         service.report_checkpoint(session, row, body or schemas.CheckpointReport(), ctx.clock.now())
         out = convert.task(row)
     ctx.scheduler.mark_dirty(task_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from gpucommons.api import schemas
-from gpucommons.domain.resources import UNLIMITED
+from gpucommons.domain.resources import UNLIMITED, ZERO
 from gpucommons.engine.state import queue_key
 from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
 from gpucommons.server.workers.scheduler import Scheduler
@@ -16,39 +16,38 @@ def _limit(value: int) -> int | None:
 
 
 def teams(scheduler: Scheduler, visible: Collection[str]) -> list[schemas.TeamSummary]:
+    """From the scheduler's last published view: never waits for a cycle to finish."""
+    view, policy = scheduler.usage, scheduler.policy
     out = []
-    with scheduler.lock:
-        state, policy = scheduler.state, scheduler.policy
-        for team in policy.teams:
-            if team.name not in visible:
-                continue
-            pools = []
-            for quota in team.quotas:
-                used = state.usage(team.name, quota.pool)
-                pools.append(
-                    schemas.TeamPool(
-                        pool=quota.pool,
-                        nominal_gpus=quota.nominal.gpus,
-                        borrow_limit_gpus=_limit(quota.borrow_limit.gpus),
-                        lend_limit_gpus=_limit(quota.lend_limit.gpus),
-                        used_gpus=used.gpus,
-                        borrowed_gpus=max(0, used.gpus - quota.nominal.gpus),
-                    )
-                )
-            pending = list(state.iter_pending(team.name))
-            out.append(
-                schemas.TeamSummary(
-                    name=team.name,
-                    cohort=team.cohort,
-                    pools=pools,
-                    nominal_gpus=sum(p.nominal_gpus for p in pools),
-                    used_gpus=sum(p.used_gpus for p in pools),
-                    borrowed_gpus=sum(p.borrowed_gpus for p in pools),
-                    pending_tasks=len(pending),
-                    pending_gpus=sum(t.resources.gpus for t in pending),
-                    running_tasks=state.running_count(team.name),
+    for team in policy.teams:
+        if team.name not in visible:
+            continue
+        pools = []
+        for quota in team.quotas:
+            used = view.usage.get((team.name, quota.pool), ZERO)
+            pools.append(
+                schemas.TeamPool(
+                    pool=quota.pool,
+                    nominal_gpus=quota.nominal.gpus,
+                    borrow_limit_gpus=_limit(quota.borrow_limit.gpus),
+                    lend_limit_gpus=_limit(quota.lend_limit.gpus),
+                    used_gpus=used.gpus,
+                    borrowed_gpus=max(0, used.gpus - quota.nominal.gpus),
                 )
             )
+        out.append(
+            schemas.TeamSummary(
+                name=team.name,
+                cohort=team.cohort,
+                pools=pools,
+                nominal_gpus=sum(p.nominal_gpus for p in pools),
+                used_gpus=sum(p.used_gpus for p in pools),
+                borrowed_gpus=sum(p.borrowed_gpus for p in pools),
+                pending_tasks=view.pending_tasks.get(team.name, 0),
+                pending_gpus=view.pending_gpus.get(team.name, 0),
+                running_tasks=view.running_tasks.get(team.name, 0),
+            )
+        )
     return out
 
 
@@ -82,23 +81,22 @@ def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[sc
 
 
 def gauges(scheduler: Scheduler) -> GaugeSnapshot:
-    with scheduler.lock:
-        state, policy = scheduler.state, scheduler.policy
-        rows = []
-        for team in policy.teams:
-            for quota in team.quotas:
-                used = state.usage(team.name, quota.pool).gpus
-                rows.append(
-                    TeamPoolGauge(
-                        team=team.name,
-                        pool=quota.pool,
-                        used=used,
-                        borrowed=max(0, used - quota.nominal.gpus),
-                        idle_quota=max(0, quota.nominal.gpus - used),
-                    )
+    view, policy = scheduler.usage, scheduler.policy
+    rows = []
+    for team in policy.teams:
+        for quota in team.quotas:
+            used = view.usage.get((team.name, quota.pool), ZERO).gpus
+            rows.append(
+                TeamPoolGauge(
+                    team=team.name,
+                    pool=quota.pool,
+                    used=used,
+                    borrowed=max(0, used - quota.nominal.gpus),
+                    idle_quota=max(0, quota.nominal.gpus - used),
                 )
-        return GaugeSnapshot(
-            team_pools=tuple(rows),
-            free_gpus={p.name: state.free_gpus(p.name) for p in policy.pools},
-            queue_length={t: state.queue_length(t) for t in policy.team_names},
-        )
+            )
+    return GaugeSnapshot(
+        team_pools=tuple(rows),
+        free_gpus=dict(view.free_gpus),
+        queue_length=dict(view.pending_tasks),
+    )

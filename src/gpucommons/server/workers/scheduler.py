@@ -35,6 +35,7 @@ from gpucommons.backends.local.inventory import Inventory
 from gpucommons.backends.local.stopping import StopAction, StopPlan, next_stop_step, parse_signal
 from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch
 from gpucommons.domain.model import Policy, PriorityClass
+from gpucommons.domain.resources import Resources
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine import decide
 from gpucommons.engine.state import ClusterState
@@ -76,6 +77,34 @@ class CycleStats:
     admitted: int = 0
     preempted: int = 0
     ended: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageView:
+    """What each team holds and waits for, as of the end of the last cycle.
+
+    Read by the API without the scheduler's lock, so that reads never wait for a cycle to finish.
+    """
+
+    usage: dict[tuple[str, str], Resources]
+    pending_tasks: dict[str, int]
+    pending_gpus: dict[str, int]
+    running_tasks: dict[str, int]
+    free_gpus: dict[str, int]
+
+    @classmethod
+    def of(cls, state: ClusterState) -> UsageView:
+        policy = state.policy
+        pending_gpus: dict[str, int] = {t: 0 for t in policy.team_names}
+        for task in state.iter_pending():
+            pending_gpus[task.team] = pending_gpus.get(task.team, 0) + task.resources.gpus
+        return cls(
+            usage={(t.name, q.pool): state.usage(t.name, q.pool) for t in policy.teams for q in t.quotas},
+            pending_tasks={t: state.pending_count(t) for t in policy.team_names},
+            pending_gpus=pending_gpus,
+            running_tasks={t: state.running_count(t) for t in policy.team_names},
+            free_gpus={p.name: state.free_gpus(p.name) for p in policy.pools},
+        )
 
 
 class SchedulerHooks:
@@ -135,6 +164,7 @@ class Scheduler:
         self.policy = policy_now
         self._policy_version = version
         self.state = ClusterState(policy_now)
+        self.usage = UsageView.of(self.state)
         self.inventory = inventory(policy_now) if inventory is not None else None
         #: Why each pending task waits, from the last cycle (the queue endpoint reads it).
         self.pending: dict[str, Pending] = {}
@@ -254,9 +284,14 @@ class Scheduler:
             self.pending = dict(decisions.pending)
             for preempt in decisions.preempt:
                 stats.preempted += self._preempt(preempt, now)
-            stats.admitted += self._admit_all(decisions.admit, now)
+            launches, failed = self._reserve_all(decisions.admit, now)
+            stats.admitted = len(launches) + len(failed)
             self.last_cycle_at = now
             self.cycles += 1
+            self.usage = UsageView.of(self.state)
+        # Starting processes takes time; the API must not wait for it (nothing here touches the
+        # engine's state, except a failed start, which takes the lock again).
+        self._launch_all(launches, failed)
         self.hooks.cycle_done(time.perf_counter() - started, decisions)
         if stats.ended and not decisions.empty:
             self._wake.set()
@@ -486,17 +521,18 @@ class Scheduler:
         self.hooks.preempted(rt.task.team, preempt.reason.value)
         return 1
 
-    def _admit_all(self, admits: tuple[Admit, ...], now: float) -> int:
-        """Reserve every admission of the cycle in one transaction, then launch each attempt.
+    def _reserve_all(
+        self, admits: tuple[Admit, ...], now: float
+    ) -> tuple[list[Launch], list[tuple[str, str]]]:
+        """Reserve every admission of the cycle in one transaction (caller holds `lock`).
 
-        Reserving first means a crash before a launch leaves an admitted task without a process,
-        which recovery requeues; each started attempt's handle is stored before the next launch
-        (or, with `batch_starts`, for executors whose attempts die with the server, all at once).
+        Reserving before launching means a crash between the two leaves an admitted task without a
+        process, which recovery requeues.
         """
-        if not admits:
-            return 0
         launches: list[Launch] = []
         failed: list[tuple[str, str]] = []
+        if not admits:
+            return launches, failed
         with self.db.session() as session:
             rows = {
                 r.id: r
@@ -508,21 +544,27 @@ class Scheduler:
                     launches.append(reserved)
                 elif reserved is not None:
                     failed.append((admit.task_id, reserved))
-        started: list[tuple[Launch, Handle]] = []
+        return launches, failed
+
+    def _launch_all(self, launches: list[Launch], failed: list[tuple[str, str]]) -> None:
+        """Start each reserved attempt; store each handle before the next launch (or, with
+        `batch_starts`, for executors whose attempts die with the server, all at once)."""
+        started: list[tuple[Launch, Handle, float]] = []
         for launch in launches:
             try:
                 handle = self._start(launch)
             except Exception as exc:  # the executor says why; the task fails with that message
                 failed.append((launch.task_id, str(exc)))
                 continue
-            started.append((launch, handle))
+            started.append((launch, handle, self.clock.now()))
             if not self.batch_starts:
-                self._mark_running(started, now)
+                self._mark_running(started)
                 started = []
-        self._mark_running(started, now)
-        for task_id, reason in failed:
-            self._fail_start(task_id, now, reason)
-        return len(launches) + len(failed)
+        self._mark_running(started)
+        if failed:
+            with self.lock:
+                for task_id, reason in failed:
+                    self._fail_start(task_id, self.clock.now(), reason)
 
     def _reserve(
         self, session: Session, row: TaskRow | None, admit: Admit, now: float
@@ -614,17 +656,17 @@ class Scheduler:
             )
         return self.executor.start(launch)
 
-    def _mark_running(self, started: list[tuple[Launch, Handle]], now: float) -> None:
+    def _mark_running(self, started: list[tuple[Launch, Handle, float]]) -> None:
         if not started:
             return
         with self.db.session() as session:
             rows = {
                 r.id: r
                 for r in session.scalars(
-                    select(TaskRow).where(TaskRow.id.in_([launch.task_id for launch, _ in started]))
+                    select(TaskRow).where(TaskRow.id.in_([launch.task_id for launch, _, _ in started]))
                 )
             }
-            for launch, handle in started:
+            for launch, handle, at in started:
                 row = rows.get(launch.task_id)
                 if row is None:
                     continue
@@ -632,9 +674,9 @@ class Scheduler:
                 row.start_marker = handle.start_marker
                 row.exit_file = str(handle.exit_file) if handle.exit_file else None
                 row.log_path = str(launch.log_path)
-                row.started_at = now
-                switch_task_state(session, row, TaskState.RUNNING, now, f"started (pid {handle.pid})")
-        for launch, handle in started:
+                row.started_at = at
+                switch_task_state(session, row, TaskState.RUNNING, at, f"started (pid {handle.pid})")
+        for launch, handle, _ in started:
             self._handles[launch.task_id] = handle
 
     def _fail_start(self, task_id: str, now: float, reason: str) -> None:

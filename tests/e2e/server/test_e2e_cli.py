@@ -1,0 +1,68 @@
+"""The CLI against a live server: stable JSON, bad input ends with `error: ...` and exit 1, never a
+traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.e2e.server.conftest import Platform
+
+pytestmark = pytest.mark.slow
+
+
+def commons(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpucommons", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def assert_clean_failure(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr + done.stdout
+    for word in words:
+        assert word in done.stderr, done.stderr
+
+
+def test_without_a_server_commands_fail_cleanly() -> None:
+    env = {**os.environ, "COMMONS_URL": "http://127.0.0.1:9", "COMMONS_TOKEN": "x"}
+    assert_clean_failure(commons("tasks", env=env), "error: cannot reach")
+    assert_clean_failure(commons("usage", "export", "--from", "yesterday", env=env), "--from", "ISO-8601")
+    no_task = {k: v for k, v in env.items() if k != "COMMONS_TASK_ID"}
+    assert_clean_failure(commons("checkpoint", env=no_task), "COMMONS_TASK_ID")
+
+
+def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -> None:
+    platform: Platform = platform_factory()  # type: ignore[operator]
+    env = platform.env()
+    assert_clean_failure(
+        commons("submit", "--team", "nope", "--gpus", "1", "--", "true", env=env), "unknown team"
+    )
+    assert_clean_failure(
+        commons("submit", "--team", "a", "--gpus", "1", "--checkpoint", "often", "--", "true", env=env),
+        "checkpoint",
+    )
+    assert_clean_failure(commons("cancel", "t-missing", env=env), "no task")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(platform.policy.read_text().replace("gpus: 2}", "gpus: 99}"))
+    assert_clean_failure(commons("policy", "apply", str(bad), env=env), "nothing was applied")
+
+    done = commons("submit", "--team", "a", "--gpus", "1", "--name", "hello", "--", "echo", "hi", env=env)
+    assert done.returncode == 0, done.stderr
+    task_id = done.stdout.strip().splitlines()[-1]
+    platform.wait(lambda: platform.task(task_id)["state"] == "succeeded", what="the task to succeed")
+    listed = json.loads(commons("tasks", "--json", env=env).stdout)
+    assert isinstance(listed, list) and listed[0]["id"] == task_id
+    assert {"id", "team", "state", "gpus", "priority", "restart_count", "submitted_at"} <= set(listed[0])
+    assert "hi" in commons("logs", task_id, env=env).stdout
+    assert "hi" in commons("logs", "-f", task_id, env=env).stdout  # ends with the task
+    teams = commons("teams", env=env)
+    assert teams.returncode == 0 and "a" in teams.stdout
+    good = tmp_path / "good.yaml"
+    good.write_text(platform.policy.read_text())
+    applied = commons("policy", "apply", str(good), env=env)
+    assert applied.returncode == 0 and "applied policy version" in applied.stdout
