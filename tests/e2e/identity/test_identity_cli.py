@@ -100,3 +100,15 @@ def test_parse_since_reads_durations_and_times() -> None:
     now = datetime(2026, 11, 30, 12, tzinfo=UTC)
     assert parse_since("2h", now) == datetime(2026, 11, 30, 10, tzinfo=UTC)
     assert parse_since("2026-11-29T08:00", now) == datetime(2026, 11, 29, 8, tzinfo=UTC)
+
+
+def test_login_says_when_the_server_has_no_sign_in(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COMMONS_TOKEN")
+    code, out = _run("login", "--url", server)
+    assert code == 1 and "has no sign-in configured" in out and "commons token create --user" in out
+
+
+def test_login_says_when_the_server_is_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    code, out = _run("login", "--url", "http://127.0.0.1:9")
+    assert code == 1 and "cannot reach" in out and "Traceback" not in out
