@@ -206,7 +206,9 @@ def test_submit_form_creates_a_task_and_cancel_stops_it(
     assert "cancelled" in page.inner_text(".events")
 
 
-def test_a_running_tasks_page_shows_its_events_and_log(scenario: Scenario, open_page: Any) -> None:
+def test_a_running_tasks_page_shows_its_events_and_log(
+    scenario: Scenario, open_page: Any, shots: Path
+) -> None:
     with scenario.server.client() as client:
         task = client.submit(
             schemas.TaskSubmit(
@@ -223,6 +225,7 @@ def test_a_running_tasks_page_shows_its_events_and_log(scenario: Scenario, open_
     assert "line-one\nline-two" in page.inner_text("#log-tail")
     assert page.locator("table.events tbody tr").count() >= 2
     assert page.locator("h1 .badge.state-running").count() == 1
+    page.screenshot(path=str(shots / "task.png"), full_page=True)
     with scenario.server.client() as client:
         client.cancel(task.id)
 
