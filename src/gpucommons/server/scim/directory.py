@@ -218,8 +218,12 @@ class Directory:
     ) -> tuple[int, list[DirectoryGroup]]:
         return self._query(DirectoryGroup, _group_condition, where, start, count)
 
-    def group_resource(self, row: DirectoryGroup, base_url: str) -> ScimGroup:
+    def group_resource(self, row: DirectoryGroup, base_url: str, *, members: bool = True) -> ScimGroup:
+        """The stored group as a SCIM resource; `members=False` leaves them out (an answer that
+        excludes them need not pay for reading thousands of members)."""
         data: dict[str, Any] = dict(row.attributes)
+        if not members:
+            data.pop("members", None)
         data["id"] = row.id
         data["meta"] = self._meta(
             "Group", row.created_at, row.updated_at, row.version, f"{base_url}Groups/{row.id}"

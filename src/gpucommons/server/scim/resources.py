@@ -58,16 +58,26 @@ class Kind(Generic[_Row]):
     query: Callable[[Directory, Sequence[Equals], int, int], tuple[int, list[_Row]]]
     save: Callable[[Directory, _Row | None, Any], _Row]
     delete: Callable[[Directory, _Row], None]
-    render: Callable[[Directory, Sequence[_Row], str], list[Any]]
+    #: Rows → resources; the flag says the answer excludes `members` (only groups have any).
+    render: Callable[[Directory, Sequence[_Row], str, bool], list[Any]]
 
 
-def _render_users(d: Directory, rows: Sequence[DirectoryUser], base: str) -> list[Any]:
+def _render_users(
+    d: Directory, rows: Sequence[DirectoryUser], base: str, _no_members: bool = False
+) -> list[Any]:
     groups = d.groups_of(r.id for r in rows)
     return [d.user_resource(r, groups[r.id], base) for r in rows]
 
 
-def _render_groups(d: Directory, rows: Sequence[DirectoryGroup], base: str) -> list[Any]:
-    return [d.group_resource(r, base) for r in rows]
+def _render_groups(
+    d: Directory, rows: Sequence[DirectoryGroup], base: str, no_members: bool = False
+) -> list[Any]:
+    return [d.group_resource(r, base, members=not no_members) for r in rows]
+
+
+def _excludes_members(params: ResponseParameters[Any] | None) -> bool:
+    excluded = params.excluded_attributes if params is not None else None
+    return any(str(p).lower().rsplit(":", 1)[-1] == "members" for p in excluded or [])
 
 
 USERS: Kind[DirectoryUser] = Kind(
@@ -125,7 +135,7 @@ def _dump(resource: Any, ctx: Context, params: ResponseParameters[Any] | None = 
 def _one(
     kind: Kind[Any], request: Request, d: Directory, row: Any, ctx: Context, params: Any
 ) -> dict[str, Any]:
-    return _dump(kind.render(d, [row], _base(request))[0], ctx, params)
+    return _dump(kind.render(d, [row], _base(request), _excludes_members(params))[0], ctx, params)
 
 
 def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
@@ -138,7 +148,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         with database(request).session() as session:
             d = Directory(session, time.time())
             total, rows = kind.query(d, where, start, count)
-            resources = kind.render(d, rows, _base(request))
+            resources = kind.render(d, rows, _base(request), _excludes_members(params))
         body = _list_of(kind.model)(
             total_results=total, start_index=start, items_per_page=len(resources), resources=resources
         )
@@ -206,7 +216,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         with database(request).session() as session:
             d = Directory(session, time.time())
             row = kind.get(d, resource_id)
-            current = kind.render(d, [row], _base(request))[0]
+            current = kind.render(d, [row], _base(request), False)[0]
             incoming.replace(current)  # read-only attributes kept, immutable ones checked
             if isinstance(incoming, ScimGroup):
                 dedupe_members(incoming)
@@ -238,7 +248,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         with database(request).session() as session:
             d = Directory(session, time.time())
             row = kind.get(d, resource_id)
-            resource = kind.render(d, [row], _base(request))[0]
+            resource = kind.render(d, [row], _base(request), False)[0]
             if operations.patch(resource, scim_policy=SCIM_POLICY):
                 if isinstance(resource, ScimGroup):
                     dedupe_members(resource)
@@ -278,7 +288,7 @@ def add_root_search(router: APIRouter) -> None:
                 offset = max(0, start - 1 - total)
                 n, rows = kind.query(d, where, offset + 1, size - len(resources))
                 total += n
-                resources += kind.render(d, rows, _base(request))
+                resources += kind.render(d, rows, _base(request), _excludes_members(params))
         body = _list_of(union)(
             total_results=total, start_index=start, items_per_page=len(resources), resources=resources
         )
