@@ -77,7 +77,7 @@ def _table(advice: Advice) -> Table:
     many_pools = len(advice.pools) > 1
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_justify="left")
     columns = ["team", *(["pool"] if many_pools else []), "active", "p50", "p95", "peak"]
-    columns += ["nominal", "borrow limit", "lend limit", "covered"]
+    columns += ["nominal", "borrows", "borrow limit", "lend limit", "covered"]
     for column in columns:
         table.add_column(column, justify="left" if column in ("team", "pool") else "right", no_wrap=True)
     for t in advice.teams:
@@ -94,6 +94,7 @@ def _table(advice: Advice) -> Table:
             *([t.pool] if many_pools else []),
             *figures,
             _change(str(before.nominal), str(after.nominal)),
+            str(t.borrow_at_peak) if t.status == "sized" else "—",
             _change(_limit(before.borrow_limit, "none"), _limit(after.borrow_limit, "none")),
             _change(_limit(before.lend_limit, "all"), _limit(after.lend_limit, "all")),
             covered,
@@ -108,7 +109,8 @@ def _print_advice(advice: Advice) -> None:
     console.print(
         "active: share of time the team asked for GPUs · p50/p95/peak: demand"
         + ("" if advice.rule.include_idle else " while active")
-        + " · covered: share of time the demand fitted in the nominal quota"
+        + " · borrows: GPUs above nominal at the peak · covered: share of time the demand fitted in"
+        " the nominal quota"
     )
     for pool in advice.pools:
         console.print(
@@ -165,12 +167,17 @@ def advise(
         help="Take percentiles over all of the time, not only while a team is active.",
     ),
     peak_percentile: float = typer.Option(
-        100.0, "--peak-percentile", help="Borrow limit = this percentile of demand − nominal (100 = peak)."
+        100.0, "--peak-percentile", help="A team's peak: this percentile of its demand (100 = the highest)."
     ),
     reserve_percentile: float = typer.Option(
         5.0, "--reserve-percentile", help="Lend limit = nominal − this percentile of demand (kept to itself)."
     ),
     whole_nodes: bool = typer.Option(False, "--whole-nodes", help="Round nominal quotas to whole nodes."),
+    borrow_limits: bool = typer.Option(
+        False,
+        "--borrow-limits",
+        help="Write each team's peak − nominal as its borrow limit (default: leave borrow limits alone).",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Write the proposed policy file here."),
     as_json: bool = typer.Option(False, "--json", help="Print the advice as JSON instead of a table."),
     plot: Path | None = typer.Option(
@@ -191,7 +198,9 @@ def advise(
     the_policy = load_policy_or_exit(policy)
     the_history = _read_history(history, the_policy)
     try:
-        rule = AdvisorRule(percentile, include_idle, peak_percentile, reserve_percentile, whole_nodes)
+        rule = AdvisorRule(
+            percentile, include_idle, peak_percentile, reserve_percentile, whole_nodes, borrow_limits
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     advice = advisor.advise(the_policy, the_history, rule)

@@ -11,8 +11,11 @@ The rule, per pool (docs/advisor.md explains why each step is there):
    (in proportion to p95 − target, then to peak − p95).
    The whole pool is handed out: in Kueue's quota tree, which our engine follows, a GPU in
    nobody's nominal quota can be used by nobody.
-3. Borrow limit = the team's peak demand (default: the highest seen) − its nominal, capped by what
-   the others hold: enough to reach every peak of the history, not enough to take the cluster.
+3. What the team borrows at its peak = peak demand (default: the highest seen) − nominal, capped
+   by what the others hold. It is written as the borrow limit only on request (`limit_borrowing`):
+   replayed on the weeks after the history, limits at the past peak left GPUs idle while work
+   waited and stopped jobs larger than any seen before (docs/advisor.md has the figures). By
+   default a team's borrow limit stays as the policy has it.
 4. Lend limit = nominal − the demand the team had almost all the time (default: its 5th
    percentile). Those GPUs are busy 95% of the time anyway, so keeping them costs the others little
    and spares the team a reclaim (and its preemption grace period) for the work it always runs.
@@ -47,6 +50,8 @@ class AdvisorRule:
     peak_percentile: float = 100.0
     reserve_percentile: float = 5.0
     whole_nodes: bool = False
+    #: Write `peak − nominal` as each sized team's borrow limit (else leave the policy's own).
+    limit_borrowing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("percentile", "peak_percentile", "reserve_percentile"):
@@ -59,8 +64,12 @@ class AdvisorRule:
         nodes = ", in whole nodes" if self.whole_nodes else ""
         return (
             f"nominal ∝ p{self.percentile:g} of demand over {basis}{nodes}, filling each pool; "
-            f"borrow up to p{self.peak_percentile:g} of demand; "
-            f"keep p{self.reserve_percentile:g}, lend the rest"
+            + (
+                f"borrow limit at p{self.peak_percentile:g} of demand; "
+                if self.limit_borrowing
+                else "borrow limits left as they are; "
+            )
+            + f"keep p{self.reserve_percentile:g}, lend the rest"
         )
 
 
@@ -112,6 +121,8 @@ class TeamAdvice:
     proposed: QuotaLimits
     reason: str
     demand: DemandFigures | None = None
+    #: GPUs above its nominal the team asked for at its peak (capped by what the others hold).
+    borrow_at_peak: int = 0
     #: Share of the time (over the rule's basis) the demand fitted in the nominal quota, before and
     #: after (None: no history).
     covered_before: float | None = None
@@ -245,7 +256,12 @@ def _percent(share: float) -> str:
 
 
 def _sized_reason(
-    team: str, figures: DemandFigures, before: QuotaLimits, after: QuotaLimits, rule: AdvisorRule
+    team: str,
+    figures: DemandFigures,
+    before: QuotaLimits,
+    after: QuotaLimits,
+    capacity: int,
+    rule: AdvisorRule,
 ) -> str:
     while_active = "" if rule.include_idle else " while active"
     words = [
@@ -260,10 +276,15 @@ def _sized_reason(
     words.append(
         f"nominal {before.nominal} → {after.nominal} (target p{rule.percentile:g} = {figures.target})"
     )
-    if after.borrow_limit:
-        words.append(f"borrows up to {after.borrow_limit} at peaks")
+    at_peak = _borrow_at_peak(figures, after.nominal, capacity)
+    if at_peak:
+        words.append(f"borrows up to {at_peak} at peaks")
     else:
-        words.append("never needed more than its nominal, so borrows nothing")
+        words.append("never needed more than its nominal")
+    if rule.limit_borrowing:
+        words.append(f"borrow limit {after.borrow_limit}")
+    elif after.ceiling is not None and after.ceiling < figures.peak:
+        words.append(f"its borrow limit of {after.borrow_limit} keeps it below its peak")
     if after.lend_limit is not None and after.lend_limit < after.nominal:
         kept = after.nominal - after.lend_limit
         words.append(
@@ -283,8 +304,14 @@ def _kept_reason(team: Team, pool: str, demand: Demand | None) -> str:
     return f"{team.name}: asked for no GPUs of pool {pool} in the whole history; quota kept as it is"
 
 
-def _proposed_limits(figures: DemandFigures, nominal: int, capacity: int) -> QuotaLimits:
-    borrow = min(max(figures.peak - nominal, 0), capacity - nominal)
+def _borrow_at_peak(figures: DemandFigures, nominal: int, capacity: int) -> int:
+    return min(max(figures.peak - nominal, 0), capacity - nominal)
+
+
+def _proposed_limits(
+    figures: DemandFigures, nominal: int, current: QuotaLimits, capacity: int, rule: AdvisorRule
+) -> QuotaLimits:
+    borrow = _borrow_at_peak(figures, nominal, capacity) if rule.limit_borrowing else current.borrow_limit
     lend = nominal - min(figures.reserve, nominal)
     return QuotaLimits(nominal, borrow, lend)
 
@@ -377,7 +404,7 @@ def _advise_pool(
         figures = sized[team.name]
         demand = demands[(team.name, pool.name)]
         before = QuotaLimits.of(team.quota(pool.name))
-        after = _proposed_limits(figures, nominal[team.name], capacity)
+        after = _proposed_limits(figures, nominal[team.name], before, capacity, rule)
         advice.append(
             TeamAdvice(
                 team.name,
@@ -385,8 +412,9 @@ def _advise_pool(
                 "sized",
                 before,
                 after,
-                _sized_reason(team.name, figures, before, after, rule),
+                _sized_reason(team.name, figures, before, after, capacity, rule),
                 figures,
+                _borrow_at_peak(figures, after.nominal, capacity),
                 demand.share_at_or_below(before.nominal, active_only=not rule.include_idle),
                 demand.share_at_or_below(after.nominal, active_only=not rule.include_idle),
             )

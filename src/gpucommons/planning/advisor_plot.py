@@ -43,7 +43,7 @@ def _panel(ax: Any, advice: Advice, team: TeamAdvice) -> None:
     right = max(team.current.nominal, team.proposed.nominal, 1)
     if demand is not None:
         xs, ys = _curve(demand, active_only)
-        ax.step(xs, ys, where="post", color="#1f77b4", linewidth=1.4, label="demand")
+        ax.step(xs, ys, where="post", color="#1f77b4", linewidth=1.4, label="demand", zorder=3)
         right = max(right, demand.peak)
     ax.axvline(team.current.nominal, color=CURRENT, linestyle="--", linewidth=1.1, label="current nominal")
     ax.axvline(team.proposed.nominal, color=PROPOSED, linewidth=1.4, label="proposed nominal")
@@ -67,7 +67,9 @@ def render_png(advice: Advice, title: str) -> bytes:
     teams = list(advice.teams)
     cols = 4 if len(teams) > 6 else max(min(len(teams), 3), 1)
     rows = max(math.ceil(len(teams) / cols), 1)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.5 * rows + 0.8), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.3 * cols, 2.5 * rows + 0.8), squeeze=False, layout="constrained"
+    )
     for k, team in enumerate(teams):
         ax = axes[k // cols][k % cols]
         _panel(ax, advice, team)
@@ -86,8 +88,7 @@ def render_png(advice: Advice, title: str) -> bytes:
                 if label not in labels:
                     handles.append(handle)
                     labels.append(label)
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.03, 1, 1 - 0.55 / fig.get_figheight()))
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)

@@ -9,6 +9,7 @@ Shape (stable; GPUs are integers, shares are fractions of time in [0, 1]):
                 "proposed": {"nominal", "borrow_limit", "lend_limit"},
                 "demand": {"target", "p50", "p95", "peak", "reserve", "mean", "active_fraction",
                            "censored_fraction", "gpu_hours", "largest_job"} | null,
+                "borrow_at_peak",                  # GPUs above nominal at the team's peak
                 "covered_before", "covered_after"}],
      "ignored": [{"team", "pool", "gpu_hours", "why"}]}
 """
@@ -42,6 +43,7 @@ def advice_to_data(advice: Advice) -> dict[str, Any]:
                 "current": _limits(t.current),
                 "proposed": _limits(t.proposed),
                 "demand": demand,
+                "borrow_at_peak": t.borrow_at_peak,
                 "covered_before": None if t.covered_before is None else tidy(t.covered_before),
                 "covered_after": None if t.covered_after is None else tidy(t.covered_after),
             }

@@ -54,10 +54,11 @@ def test_targets_that_fit_are_given_and_the_spare_goes_where_demand_exceeds_them
     ta = team_advice(advice, "a")
     assert ta.demand is not None
     assert (ta.demand.target, ta.demand.p50, ta.demand.p95, ta.demand.peak) == (8, 8, 16, 16)
-    assert (ta.proposed.borrow_limit, ta.proposed.lend_limit) == (0, 29)  # never needed more; lends all
+    assert (ta.borrow_at_peak, ta.proposed.lend_limit) == (0, 29)  # never needed more; lends all
     tb = team_advice(advice, "b")
     # b asked for 4 GPUs all of the time: it keeps them and lends the other 7.
-    assert (tb.proposed.borrow_limit, tb.proposed.lend_limit) == (0, 7)
+    assert (tb.borrow_at_peak, tb.proposed.lend_limit) == (0, 7)
+    assert ta.proposed.borrow_limit is tb.proposed.borrow_limit is None  # left as the policy had them
 
 
 def test_spare_gpus_follow_p95_above_target_before_anything_else() -> None:
@@ -75,7 +76,7 @@ def test_targets_above_capacity_are_scaled_down_by_largest_remainder() -> None:
     advice = advise(policy, history(("a", ((6, 10.0),)), ("b", ((4, 10.0),)), ("c", ((2, 10.0),))))
     # Exact shares 4, 2.67, 1.33: floors 4, 2, 1 and the last GPU to the largest remainder (b).
     assert nominal(advice) == {"a": 4, "b": 3, "c": 1}
-    assert team_advice(advice, "a").proposed.borrow_limit == 2  # peak 6 − nominal 4
+    assert team_advice(advice, "a").borrow_at_peak == 2  # peak 6 − nominal 4
 
 
 def test_rounding_ties_go_to_the_team_name_that_sorts_first() -> None:
@@ -85,13 +86,27 @@ def test_rounding_ties_go_to_the_team_name_that_sorts_first() -> None:
     assert advise(policy, history(("b", ((1, 10.0),)), ("a", ((1, 10.0),)))).teams == advice.teams
 
 
-def test_borrow_limit_reaches_the_peak_but_never_past_what_the_others_hold() -> None:
-    policy = make_policy().pool("gpu", nodes=2, gpus_per_node=8).team("a", gpu=8).team("b", gpu=8).build()
-    a: Histogram = ((4, 90.0), (100, 10.0))  # a peak far above the pool (demand can queue)
+def test_borrow_limits_are_left_alone_unless_asked_for() -> None:
+    policy = (
+        make_policy().pool("gpu", nodes=2, gpus_per_node=8).team("a", gpu=8, borrow_limit=3).team("b", gpu=8)
+    ).build()
+    a: Histogram = ((4, 96.0), (30, 4.0))  # p95 4, a rare peak of 30 (above the pool)
     advice = advise(policy, history(("a", a), ("b", ((4, 100.0),))))
     ta = team_advice(advice, "a")
-    assert ta.proposed.borrow_limit == 16 - ta.proposed.nominal
+    assert ta.proposed.nominal == 12  # its target 4 + the 8 spare GPUs (only a peaks above its p95)
+    assert ta.proposed.borrow_limit == 3
+    assert ta.borrow_at_peak == 4  # up to the whole pool
+    assert "borrow limit of 3 keeps it below its peak" in ta.reason
+
+
+def test_asked_for_borrow_limits_reach_the_peak_but_never_past_what_the_others_hold() -> None:
+    policy = make_policy().pool("gpu", nodes=2, gpus_per_node=8).team("a", gpu=8).team("b", gpu=8).build()
+    a: Histogram = ((4, 90.0), (100, 10.0))  # a peak far above the pool (demand can queue)
+    advice = advise(policy, history(("a", a), ("b", ((4, 100.0),))), AdvisorRule(limit_borrowing=True))
+    ta = team_advice(advice, "a")
+    assert ta.proposed.borrow_limit == ta.borrow_at_peak == 16 - ta.proposed.nominal
     assert ta.proposed.ceiling == 16
+    assert team_advice(advice, "b").proposed.borrow_limit == 0  # never asked for more than its nominal
 
 
 def test_peak_and_reserve_percentiles_are_knobs() -> None:
@@ -212,7 +227,8 @@ def test_the_json_form_carries_every_figure() -> None:
     ]
     team = data["teams"][0]
     assert team["current"] == {"nominal": 8, "borrow_limit": None, "lend_limit": None}
-    assert team["proposed"] == {"nominal": 8, "borrow_limit": 0, "lend_limit": 5}
+    assert team["proposed"] == {"nominal": 8, "borrow_limit": None, "lend_limit": 5}
+    assert team["borrow_at_peak"] == 0
     assert team["demand"]["p50"] == 3 and team["covered_after"] == 1
 
 
@@ -249,6 +265,7 @@ def policies_and_histories(draw: st.DrawFn) -> tuple[Policy, UsageHistory, Advis
         include_idle=draw(st.booleans()),
         peak_percentile=draw(st.sampled_from([90.0, 100.0])),
         whole_nodes=draw(st.booleans()),
+        limit_borrowing=draw(st.booleans()),
     )
     return builder.build(), UsageHistory("trace", 0, 100, tuple(demands)), rule
 
@@ -267,9 +284,13 @@ def test_any_history_gives_a_policy_within_capacity_that_passes_the_checks(
             if t.status == "kept":
                 assert t.proposed == t.current
                 continue
-            assert t.proposed.borrow_limit is not None and t.proposed.lend_limit is not None
-            assert 0 <= t.proposed.borrow_limit <= pool.capacity.gpus - t.proposed.nominal
+            assert t.proposed.lend_limit is not None
             assert 0 <= t.proposed.lend_limit <= t.proposed.nominal
+            assert 0 <= t.borrow_at_peak <= pool.capacity.gpus - t.proposed.nominal
+            if rule.limit_borrowing:
+                assert t.proposed.borrow_limit == t.borrow_at_peak
+            else:
+                assert t.proposed.borrow_limit == t.current.borrow_limit
             if rule.whole_nodes:
                 assert t.proposed.nominal % pool.gpus_per_node == 0
     assert parse_policy(proposed_policy_text(advice)) == advice.proposed
