@@ -88,7 +88,7 @@ class PoolNodes:
             return ()
         gpn = self.gpus_per_node
         buckets = self.buckets.get(part)
-        if buckets is None:
+        if buckets is None or gpn <= 0:
             return None
         if gpus <= gpn:
             for k in range(gpus, gpn + 1):
