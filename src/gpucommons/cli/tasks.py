@@ -77,7 +77,8 @@ def submit(
 def _table(tasks: list[schemas.Task]) -> Table:
     table = Table(box=None, pad_edge=False)
     for col in ("ID", "TEAM", "NAME", "STATE", "PRIO", "GPUS", "POOL", "RESTARTS", "MESSAGE"):
-        table.add_column(col, overflow="fold" if col == "MESSAGE" else "ellipsis", no_wrap=col != "MESSAGE")
+        # Every column stays on one line; the message gives way first when the terminal is narrow.
+        table.add_column(col, overflow="ellipsis", no_wrap=True, ratio=1 if col == "MESSAGE" else None)
     for t in tasks:
         style = STATE_STYLE.get(t.state, "")
         gpus = f"{t.gpus}" + (
