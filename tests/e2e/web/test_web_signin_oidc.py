@@ -68,6 +68,14 @@ def test_sign_in_button_signs_in_through_the_provider_and_back_to_the_page_asked
         assert page.evaluate("sessionStorage.getItem('commons.token')") is None
         assert page.evaluate("document.cookie").find("commons_session") == -1
 
+        # Signed in by cookie, an invoice is a plain link that opens in a new tab.
+        page.goto(sso_server.url + "/#/usage")
+        link = page.wait_for_selector("a[aria-label^='HTML invoice for alpha']")
+        assert link.get_attribute("target") == "_blank"
+        invoice = context.request.get(sso_server.url + str(link.get_attribute("href")))
+        assert invoice.ok and invoice.headers["content-type"].startswith("text/html")
+        assert "alpha" in invoice.text()
+
         page.click("#signout")
         page.wait_for_selector("#sso-button")
         page.reload()

@@ -1,8 +1,9 @@
 // Usage and costs: each team's GPU-hours in a month from the ledger, and the month's chargeback (DESIGN
-// contract 5) per team with each team's invoice when the server computes costs. Invoices are fetched with the bearer token and handed to the browser as a download, because a plain
-// link cannot carry an Authorization header.
+// contract 5) per team with each team's invoice when the server computes costs. Signed in by the
+// session cookie, an invoice is a plain link; with a pasted token it is fetched with the token and
+// saved as a file, because a link cannot carry an Authorization header.
 
-import { ApiError } from "../api.js";
+import { ApiError, session } from "../api.js";
 import { invoiceUrl, loadUsage } from "../data.js";
 import { quotaBar } from "../bars.js";
 import { h, table } from "../dom.js";
@@ -194,12 +195,18 @@ function costs(r, month, ctx) {
 }
 
 function invoiceButton(ctx, month, team, format, label, status) {
+  const name = `${label} invoice for ${team}, ${month}`;
+  if (!session.token) {
+    // Signed in by the session cookie, which a plain link carries: the invoice opens in a new tab.
+    const href = invoiceUrl(ctx.api.base, month, team, format);
+    return h("a", { href, target: "_blank", rel: "noopener", "aria-label": `${name} (opens in a new tab)` }, label);
+  }
   return h(
     "button",
     {
       type: "button",
       class: "link",
-      "aria-label": `${label} invoice for ${team}, ${month}`,
+      "aria-label": name,
       onclick: async () => {
         status.textContent = `Fetching the ${label} invoice for ${team}…`;
         try {
