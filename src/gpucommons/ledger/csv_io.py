@@ -344,19 +344,20 @@ def _fixed_utc_column(cells: list[str], width: int) -> npt.NDArray[np.int64]:
         if not bool((chars[:, column] == ord(char)).all()):
             raise ValueError("not a YYYY-MM-DDTHH:MM:SSZ time")
     positions = list(_DATE_DIGITS) + (list(range(20, 26)) if width == 27 else [])
-    digits = chars[:, positions].astype(np.int64) - ord("0")
-    if not bool(((digits >= 0) & (digits <= 9)).all()):
+    digits = chars[:, positions] - np.uint8(ord("0"))  # uint8: a non-digit wraps above 9
+    if not bool((digits <= 9).all()):
         raise ValueError("a time with a non-digit where a digit belongs")
 
     def number(first: int, count: int) -> npt.NDArray[np.int64]:
-        value = np.zeros(len(cells), np.int64)
-        for k in range(first, first + count):
-            value = value * 10 + digits[:, k]
+        value = digits[:, first].astype(np.int64)
+        for k in range(first + 1, first + count):
+            value *= 10
+            value += digits[:, k]
         return value
 
     year, month, day = number(0, 4), number(4, 2), number(6, 2)
     hour, minute, second = number(8, 2), number(10, 2), number(12, 2)
-    micro = number(14, 6) if width == 27 else np.zeros(len(cells), np.int64)
+    micro = number(14, 6) if width == 27 else 0
     if not bool(((year >= 1) & (month >= 1) & (month <= 12) & (day >= 1)).all()):
         raise ValueError("a date out of range")
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
@@ -376,7 +377,8 @@ def _fixed_utc_column(cells: list[str], width: int) -> npt.NDArray[np.int64]:
 
 
 def _int_column(cells: list[str]) -> npt.NDArray[np.int64]:
-    return np.array(cells, dtype=np.str_).astype(np.int64) if cells else np.zeros(0, np.int64)
+    """Whole numbers as the row reader reads them (`int`), into int64 (`OverflowError` past it)."""
+    return np.fromiter(map(int, cells), np.int64, len(cells))
 
 
 def _fast_table(text: str, known_pools: frozenset[str] | None) -> UsageTable | None:
@@ -387,8 +389,11 @@ def _fast_table(text: str, known_pools: frozenset[str] | None) -> UsageTable | N
         text = text.replace("\r\n", "\n")
         if "\r" in text:
             return None
-    body_end = len(text) - 1 if text.endswith("\n") else len(text)
-    header, _, body = text[:body_end].partition("\n")
+    header_end = text.find("\n")
+    if header_end < 0:
+        return None
+    header = text[:header_end]
+    body = text[header_end + 1 : len(text) - 1 if text.endswith("\n") else len(text)]
     names = [h.strip() for h in header.split(",")]
     if any(c not in names for c in USAGE_COLUMNS) or len(set(names)) != len(names):
         return None

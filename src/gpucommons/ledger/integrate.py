@@ -23,6 +23,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from gpucommons.domain.model import Policy
 from gpucommons.ledger._bulk import gc_paused
@@ -186,16 +187,14 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
     gpus = table.gpus
     if count and (int(gpus.max()) * (p1 - p0) >= _INT64_SAFE or int(gpus.min()) < 0):
         return None
-    key_index: dict[Key, int] = {}
-    codes = np.fromiter(
-        [key_index.setdefault(key, len(key_index)) for key in zip(table.team, table.pool, strict=True)],
-        np.int64,
-        count,
-    )
-    class_index: dict[str, int] = {}
-    classes = np.fromiter(
-        [class_index.setdefault(c, len(class_index)) for c in table.priority], np.int64, count
-    )
+    team_names, team_codes = _codes(table.team)
+    pool_names, pool_codes = _codes(table.pool)
+    class_names, classes = _codes(table.priority)
+    pairs, codes = np.unique(team_codes * len(pool_names) + pool_codes, return_inverse=True)
+    codes = codes.astype(np.int64).reshape(-1)
+    keys: list[Key] = [
+        (team_names[int(pair) // len(pool_names)], pool_names[int(pair) % len(pool_names)]) for pair in pairs
+    ]
 
     s = np.maximum(table.start_us, p0)
     e = np.minimum(table.end_us, p1)
@@ -205,16 +204,15 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
     if held.size and float(held.astype(np.float64).sum()) >= _INT64_SAFE:
         return None
 
-    keys = list(key_index)
     gpu_us_v = np.zeros(len(keys), np.int64)
     np.add.at(gpu_us_v, codes, held)
     peak_v = np.zeros(len(keys), np.int64)  # Σ gpus: an upper bound of the team's concurrent use
     np.add.at(peak_v, codes, g)
-    n_classes = max(len(class_index), 1)
+    n_classes = max(len(class_names), 1)
     class_v = np.zeros(len(keys) * n_classes, np.int64)
     np.add.at(class_v, codes * n_classes + classes, held)
 
-    order = np.argsort(codes, kind="stable")
+    order = np.argsort(codes)
     bounds = np.searchsorted(codes[order], np.arange(len(keys) + 1))
     gpu_us: dict[Key, int] = {}
     borrowed: dict[Key, int] = {}
@@ -232,12 +230,11 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
             idx = order[bounds[code] : bounds[code + 1]]
             borrowed[key] = _borrowed_numpy(s[idx], e[idx], g[idx], n)
 
-    names = list(class_index)
     by_class: dict[ClassKey, int] = {}
     for flat in np.flatnonzero(class_v):
         code, klass = divmod(int(flat), n_classes)
         team, pool = keys[code]
-        by_class[(team, pool, names[klass])] = int(class_v[flat])
+        by_class[(team, pool, class_names[klass])] = int(class_v[flat])
 
     lost: dict[Key, Decimal] = {}
     for i, hours in table.lost_gpu_hours.items():
@@ -247,11 +244,18 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
     return _Integrals(gpu_us, borrowed, by_class, lost, int(keep.sum()))
 
 
+def _codes(values: Sequence[str]) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """The distinct values (sorted) and each row's index into them."""
+    names = sorted(set(values))
+    index = {name: i for i, name in enumerate(names)}
+    return names, np.fromiter(map(index.__getitem__, values), np.int64, len(values))
+
+
 def _borrowed_numpy(s: np.ndarray, e: np.ndarray, g: np.ndarray, nominal: int) -> int:
     """`_borrowed_python` in vectors: sort the start (+g) and end (−g) events, accumulate, integrate."""
     times = np.concatenate((s, e))
     deltas = np.concatenate((g, -g))
-    order = np.argsort(times, kind="stable")
+    order = np.argsort(times)  # any order of simultaneous events integrates the same
     times, deltas = times[order], deltas[order]
     over = np.cumsum(deltas)[:-1] - nominal
     np.maximum(over, 0, out=over)
