@@ -193,6 +193,16 @@ class ClusterState:
             raise KeyError(f"task {task_id} is not running")
         self._running[task_id] = dataclasses.replace(rt, unsaved_gpu_s=unsaved_gpu_s)
 
+    def set_preemption_count(self, task_id: str, count: int) -> None:
+        """Restore how many times a known task was preempted (a server rebuilding its state after a
+        restart), so min-runtime protection still knows it needs progress before the next one."""
+        if task_id not in self._pending and task_id not in self._running:
+            raise KeyError(f"task {task_id} is neither pending nor running")
+        if count > 0:
+            self._preemptions[task_id] = count
+        else:
+            self._preemptions.pop(task_id, None)
+
     def set_team_spend(self, team: str, spent_cents: int) -> None:
         """What the team has spent this month, for hard budgets."""
         self._spend[team] = spent_cents

@@ -54,6 +54,16 @@ def test_lifecycle_admit_preempt_requeue_finish() -> None:
     assert finished.task.id == "p" and state.running_count() == 0 and state.pending_count() == 1
 
 
+def test_a_rebuilt_state_can_restore_preemption_counts() -> None:
+    state = make_state(_policy()).running(T("v").team("cv").gpus(8)).obj()
+    state.set_preemption_count("v", 2)
+    assert state.preemption_count("v") == 2
+    state.set_preemption_count("v", 0)
+    assert state.preemption_count("v") == 0
+    with pytest.raises(KeyError, match="neither pending nor running"):
+        state.set_preemption_count("gone", 1)
+
+
 def test_cancelling_a_waiting_preemptor_releases_its_claim() -> None:
     state = make_state(_policy()).running(T("v").team("cv").gpus(8)).pending(T("p").team("nlp").gpus(8)).obj()
     state.mark_preempting("v", "p")
