@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from gpucommons import __version__
 from gpucommons.backends.local.accounts import TeamAccounts
 from gpucommons.backends.local.inventory import discover_inventory
-from gpucommons.backends.ports import Executor
+from gpucommons.backends.ports import Clock, Executor
 from gpucommons.server import web
 from gpucommons.server.auth import install_auth
 from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext, SystemClock
@@ -29,9 +29,12 @@ from gpucommons.store.db import Database
 from gpucommons.store.migrate import upgrade
 
 
-def build_context(settings: Settings, executor: Executor | None = None) -> ServerContext:
+def build_context(
+    settings: Settings, executor: Executor | None = None, clock: Clock | None = None
+) -> ServerContext:
+    """Everything a server holds; `executor` and `clock` may be given (tests drive time by hand)."""
     settings.home.mkdir(parents=True, exist_ok=True)
-    clock = SystemClock()
+    clock = clock or SystemClock()
     db = Database(settings.resolved_database_url())
     upgrade(db)
     policy, version = policies.load_at_startup(db, settings.policy, clock.now())

@@ -18,7 +18,7 @@ from gpucommons.store.db import Database
 from gpucommons.store.models import TaskRow
 
 if TYPE_CHECKING:
-    from gpucommons.backends.ports import Executor
+    from gpucommons.backends.ports import Clock, Executor
     from gpucommons.server.metrics import Metrics
     from gpucommons.server.workers.scheduler import Scheduler
 
@@ -78,7 +78,7 @@ class ServerContext:
     settings: Settings
     db: Database
     policies: PolicyHolder
-    clock: SystemClock
+    clock: Clock
     seq: SeqAllocator
     executor: Executor
     executor_name: str
