@@ -376,3 +376,27 @@ def test_sign_in_page_passes_the_axe_accessibility_audit(scenario: Scenario, bro
         assert results.violations_count == 0, results.generate_report()
     finally:
         context.close()
+
+
+def test_refreshing_keeps_an_open_confirmation_and_where_the_log_was_scrolled(
+    scenario: Scenario, open_page: Any
+) -> None:
+    ticker = ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.05; done"]
+    with scenario.server.client(scenario.beta_token) as client:
+        task = client.submit(schemas.TaskSubmit(team="beta", gpus=1, name="beta-ticker", command=ticker))
+    try:
+        page = open_page(scenario.beta_token, path=f"#/tasks/{task.id}")
+        wait_for("a long log", lambda: page.locator("#log-tail").inner_text().count("tick") > 60, timeout=30)
+        page.click("#cancel-button")
+        page.eval_on_selector("#log-tail", "pre => { pre.scrollTop = 0; }")
+        first = page.locator("#log-tail").inner_text().splitlines()[-1]
+        # Several refreshes later (the log grew, so the page was redrawn each time):
+        wait_for("the log to grow", lambda: page.locator("#log-tail").inner_text().splitlines()[-1] != first)
+        page.wait_for_timeout(3500)
+        assert page.locator("#cancel-confirm").is_visible()
+        assert page.eval_on_selector("#log-tail", "pre => pre.scrollTop") == 0
+        page.click("text=Keep it")
+        assert page.locator("#cancel-button").is_visible()
+    finally:
+        with scenario.server.client() as client:
+            client.cancel(task.id)

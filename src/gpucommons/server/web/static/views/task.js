@@ -9,11 +9,16 @@ import { reasonText, stateBadge } from "./tasks.js";
 
 export const title = "Task";
 
+// What the person was doing survives a refresh (which redraws the page): an open cancel confirmation,
+// and where they scrolled the log to (following its end unless they scrolled up).
+const ui = { confirming: null, logPinned: true, logScrollTop: 0 };
+
 export async function load(ctx) {
   return loadTask(ctx.api, ctx.args.id);
 }
 
 export function header() {
+  Object.assign(ui, { confirming: null, logPinned: true, logScrollTop: 0 }); // a new visit starts afresh
   return [h("p", { class: "back" }, h("a", { href: "#/tasks" }, "← All tasks"))];
 }
 
@@ -53,10 +58,15 @@ export function render(data, ctx) {
   ];
 }
 
-/** Keep the log scrolled to its newest line, as a terminal would. */
+/** Follow the log's newest line, as a terminal would, unless the reader scrolled up. */
 export function afterRender(root) {
   const pre = root.querySelector("#log-tail");
-  if (pre) pre.scrollTop = pre.scrollHeight;
+  if (!pre) return;
+  pre.scrollTop = ui.logPinned ? pre.scrollHeight : ui.logScrollTop;
+  pre.addEventListener("scroll", () => {
+    ui.logPinned = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+    ui.logScrollTop = pre.scrollTop;
+  });
 }
 
 function waitingCallout(task, queue, now) {
@@ -86,20 +96,26 @@ function actions(task, ctx) {
   if (!mayCancel(task, ctx.who)) return null;
   if (task.cancel_requested) return h("p", { class: "actions muted" }, "Cancellation requested; the task is stopping.");
   const status = h("span", { class: "action-status", role: "status", "aria-live": "polite" });
+  const open = ui.confirming === task.id;
   const confirm = h(
     "span",
-    { class: "confirm", hidden: true },
+    { class: "confirm", hidden: !open },
     "Stop this task? ",
     h("button", { type: "button", class: "danger", id: "cancel-confirm", onclick: doCancel }, "Yes, cancel it"),
     " ",
     h("button", { type: "button", class: "secondary", onclick: () => toggle(false) }, "Keep it"),
   );
-  const start = h("button", { type: "button", class: "danger-outline", id: "cancel-button", onclick: () => toggle(true) }, "Cancel task");
+  const start = h(
+    "button",
+    { type: "button", class: "danger-outline", id: "cancel-button", hidden: open, onclick: () => toggle(true) },
+    "Cancel task",
+  );
 
-  function toggle(open) {
-    start.hidden = open;
-    confirm.hidden = !open;
-    (open ? confirm.querySelector("button") : start).focus();
+  function toggle(opening) {
+    ui.confirming = opening ? task.id : null;
+    start.hidden = opening;
+    confirm.hidden = !opening;
+    (opening ? confirm.querySelector("button") : start).focus();
   }
 
   async function doCancel() {
@@ -107,6 +123,7 @@ function actions(task, ctx) {
     status.textContent = "Cancelling…";
     try {
       await cancelTask(ctx.api, task.id);
+      ui.confirming = null;
       status.textContent = "Cancellation requested.";
       ctx.refresh();
     } catch (e) {
