@@ -288,7 +288,7 @@ def _sized_reason(
     if after.lend_limit is not None and after.lend_limit < after.nominal:
         kept = after.nominal - after.lend_limit
         words.append(
-            f"keeps {kept} it used {100 - rule.reserve_percentile:g}% of the time "
+            f"keeps {kept} (it asked for at least that {100 - rule.reserve_percentile:g}% of the time) "
             f"and lends up to {after.lend_limit}"
         )
     else:
