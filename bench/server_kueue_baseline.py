@@ -83,6 +83,7 @@ class Sent:
 @dataclass
 class Run:
     sent: list[Sent] = field(default_factory=list)
+    requests: list[float] = field(default_factory=list)
     read_latencies: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -105,23 +106,35 @@ def start_server(home: Path, port: int, executor: str, tick: float) -> subproces
     raise SystemExit("the server did not start; see " + str(home.parent / "server.log"))
 
 
-def submitter(url: str, token: str, jobs: queue.Queue[SimJob | None], run: Run) -> None:
+def task_body(job: SimJob) -> dict[str, Any]:
+    return {
+        "team": job.team,
+        "cpu_milli": job.resources.cpu_milli,
+        "command": ["sleep", f"{job.duration_s:g}"],
+        "name": job.job_id,
+        "priority": job.priority_class,
+    }
+
+
+def submitter(url: str, token: str, work: queue.Queue[list[SimJob] | None], run: Run) -> None:
+    """POST each job (a list of one), or each list as one batch request (`--batch`)."""
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
-        while (job := jobs.get()) is not None:
-            body = {
-                "team": job.team,
-                "cpu_milli": job.resources.cpu_milli,
-                "command": ["sleep", f"{job.duration_s:g}"],
-                "name": job.job_id,
-                "priority": job.priority_class,
-            }
+        while (jobs := work.get()) is not None:
             start = time.perf_counter()
             sent_at = time.time()
-            response = client.post("/api/v1/tasks", json=body)
+            if len(jobs) == 1:
+                response = client.post("/api/v1/tasks", json=task_body(jobs[0]))
+                ids = [response.json().get("id")] if response.status_code == 201 else [None]
+            else:
+                response = client.post("/api/v1/tasks/batch", json={"tasks": [task_body(j) for j in jobs]})
+                ids = (
+                    [t["id"] for t in response.json()] if response.status_code == 201 else [None] * len(jobs)
+                )
             latency = time.perf_counter() - start
-            task_id = response.json().get("id") if response.status_code == 201 else None
             with run.lock:
-                run.sent.append(Sent(job, sent_at, latency, task_id, response.status_code))
+                run.requests.append(latency)
+                for job, task_id in zip(jobs, ids, strict=True):
+                    run.sent.append(Sent(job, sent_at, latency, task_id, response.status_code))
 
 
 def reader(url: str, token: str, stop: threading.Event, run: Run) -> None:
@@ -131,6 +144,20 @@ def reader(url: str, token: str, stop: threading.Event, run: Run) -> None:
             client.get("/api/v1/teams")
             run.read_latencies.append(time.perf_counter() - start)
             stop.wait(0.1)
+
+
+def schedule(jobs: list[SimJob], window: float) -> list[list[SimJob]]:
+    """Jobs grouped by due time: each instant's jobs, or (with a window) each window's, ≤ 1,000."""
+    groups: list[list[SimJob]] = []
+    for job in jobs:
+        if groups:
+            head = groups[-1][0].submit_s
+            same = job.submit_s == head if window <= 0 else job.submit_s < head + window
+            if same and len(groups[-1]) < 1000:
+                groups[-1].append(job)
+                continue
+        groups.append([job])
+    return groups
 
 
 def drained(client: httpx.Client) -> bool:
@@ -146,6 +173,12 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="share of each team's tasks (1 = 15,000)")
     parser.add_argument("--submitters", type=int, default=8, help="client threads submitting")
     parser.add_argument("--tick", type=float, default=0.05, help="the scheduler's longest pause (s)")
+    parser.add_argument(
+        "--batch",
+        type=float,
+        default=0.0,
+        help="send the jobs due in each window of this many seconds as one batch request (0: one by one)",
+    )
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
 
@@ -158,7 +191,7 @@ def main() -> None:
     token = (home / "admin-token").read_text().strip()
     run = Run()
     try:
-        work: queue.Queue[SimJob | None] = queue.Queue()
+        work: queue.Queue[list[SimJob] | None] = queue.Queue()
         threads = [
             threading.Thread(target=submitter, args=(url, token, work, run)) for _ in range(args.submitters)
         ]
@@ -168,11 +201,15 @@ def main() -> None:
         read_thread = threading.Thread(target=reader, args=(url, token, stop_reading, run))
         read_thread.start()
         t0 = time.time()
-        for job in jobs:  # replay the submissions at their times
-            delay = t0 + job.submit_s - time.time()
+        for group in schedule(jobs, args.batch):  # replay the submissions at their times
+            delay = t0 + group[0].submit_s - time.time()
             if delay > 0:
                 time.sleep(delay)
-            work.put(job)
+            if args.batch:
+                work.put(group)
+            else:
+                for job in group:
+                    work.put([job])
         for _ in threads:
             work.put(None)
         for t in threads:
@@ -197,6 +234,7 @@ def main() -> None:
     figures = summarise(jobs, run, tasks, usage, t0, submitted_by)
     figures["executor"] = args.executor
     figures["scale"] = args.scale
+    figures["batch_window_s"] = args.batch
     print(json.dumps(figures, indent=2))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -227,7 +265,6 @@ def summarise(
     for t in tasks:
         if t["id"] in first_start:
             admission[t["priority"]].append(first_start[t["id"]] - ts(t["submitted_at"]))
-    posts = [s.latency_s for s in run.sent]
     states: dict[str, int] = defaultdict(int)
     for t in tasks:
         states[t["state"]] += 1
@@ -242,9 +279,10 @@ def summarise(
         "preemptions": sum(t["preemptions"] for t in tasks),
         "submission_window_s": round(submitted_by - t0, 1),
         "submissions_per_s": round(len(run.sent) / (submitted_by - t0), 1),
+        "requests": len(run.requests),
         "submit_latency_ms": {
-            "p50": round(percentile(posts, 0.5) * 1000, 1),
-            "p99": round(percentile(posts, 0.99) * 1000, 1),
+            "p50": round(percentile(run.requests, 0.5) * 1000, 1),
+            "p99": round(percentile(run.requests, 0.99) * 1000, 1),
         },
         "read_latency_ms": {
             "p50": round(percentile(run.read_latencies, 0.5) * 1000, 1),

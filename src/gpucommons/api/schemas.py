@@ -49,6 +49,12 @@ class TaskSubmit(_Request):
     checkpoint: CheckpointText | None = None
 
 
+class TaskSubmitBatch(_Request):
+    """Several submissions in one request (a job array): all accepted, or none."""
+
+    tasks: list[TaskSubmit] = Field(..., min_length=1, max_length=1000)
+
+
 class Task(_Response):
     id: str
     seq: int

@@ -66,6 +66,11 @@ class CommonsClient:
     def submit(self, request: schemas.TaskSubmit) -> schemas.Task:
         return self._model(schemas.Task, "POST", "/api/v1/tasks", json=request.model_dump(exclude_none=True))
 
+    def submit_many(self, requests: list[schemas.TaskSubmit]) -> list[schemas.Task]:
+        """All queued or none (a job array); at most 1,000 per call."""
+        body = {"tasks": [r.model_dump(exclude_none=True) for r in requests]}
+        return self._models(schemas.Task, "POST", "/api/v1/tasks/batch", json=body)
+
     def tasks(
         self, team: str | None = None, states: list[str] | None = None, limit: int = 500
     ) -> list[schemas.Task]:

@@ -157,3 +157,21 @@ def test_members_of_one_team_never_see_another_teams_tasks(harness: Harness) -> 
     assert [t["name"] for t in harness.http.get("/api/v1/teams", headers=member_a).json()] == ["a"]
     assert harness.http.get("/api/v1/queue", headers=member_a).json() == []
     assert [t["id"] for t in harness.http.get("/api/v1/tasks", headers=member_b).json()] == [task_b["id"]]
+
+
+def test_batch_submission_queues_all_or_none(harness: Harness) -> None:
+    good = {"team": "a", "gpus": 1, "command": ["true"]}
+    response = harness.http.post(
+        "/api/v1/tasks/batch", json={"tasks": [good, good, good]}, headers=harness.admin
+    )
+    assert response.status_code == 201, response.text
+    tasks = response.json()
+    assert [t["seq"] for t in tasks] == sorted(t["seq"] for t in tasks)
+    bad = {"team": "a", "gpus": 1, "command": ["true"], "priority": "nope"}
+    refused = harness.http.post("/api/v1/tasks/batch", json={"tasks": [good, bad]}, headers=harness.admin)
+    error = assert_error(refused, 422, "validation_error")
+    assert error["details"]["index"] == 1  # type: ignore[index]
+    listed = harness.http.get("/api/v1/tasks", headers=harness.admin).json()
+    assert len(listed) == 3  # the refused batch left nothing behind
+    for task in tasks:
+        harness.wait_state(str(task["id"]), "succeeded")

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 
 from gpucommons.api import schemas
-from gpucommons.api.errors import NotFound
+from gpucommons.api.errors import CommonsError, NotFound
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
@@ -40,6 +40,29 @@ def submit(
         out = convert.task(row)
     audit_note(request, "task.submit", team=out.team, target=out.id)
     ctx.scheduler.task_submitted(out.id)
+    return out
+
+
+@router.post("/batch", status_code=201, response_model=list[schemas.Task])
+def submit_batch(
+    body: schemas.TaskSubmitBatch, request: Request, ctx: ContextDep, who: CurrentPrincipal
+) -> list[schemas.Task]:
+    """Submit up to 1,000 tasks in one transaction: all are queued, or none (the error names the
+    index of the refused one in `details.index`)."""
+    audit_note(request, "task.submit", count=len(body.tasks))
+    now = ctx.clock.now()
+    with ctx.db.session() as session:
+        rows = []
+        for index, item in enumerate(body.tasks):
+            try:
+                rows.append(service.submit(session, ctx.policies.policy, item, who, now, ctx.seq.next()))
+            except CommonsError as exc:
+                exc.details["index"] = index
+                exc.message = f"tasks[{index}]: {exc.message}"
+                raise
+        out = [convert.task(r) for r in rows]
+    for task in out:
+        ctx.scheduler.task_submitted(task.id)
     return out
 
 
