@@ -41,7 +41,7 @@ _TEMPLATE = """<!doctype html>
   body { font-family: system-ui, sans-serif; margin: 2rem; color: #1b1f23; }
   table { border-collapse: collapse; }
   th, td { padding: 0.35rem 0.7rem; border-bottom: 1px solid #ddd; }
-  td.num { text-align: right; font-variant-numeric: tabular-nums; }
+  td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
   tr.current { background: #eef6ff; font-weight: 600; }
 </style>
 </head>

@@ -17,12 +17,12 @@ _TEMPLATE = """<!doctype html>
 <meta charset="utf-8">
 <title>Invoice {{ inv.invoice_id }}</title>
 <style>
-  body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #1b1f23; }
+  body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 64rem; color: #1b1f23; }
   h1 { font-size: 1.5rem; margin-bottom: 0.2rem; }
   .meta { color: #555; margin-top: 0; }
   table { border-collapse: collapse; width: 100%; margin: 1rem 0 1.5rem; }
   th, td { padding: 0.35rem 0.6rem; border-bottom: 1px solid #ddd; text-align: left; }
-  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
   tr.total td { font-weight: 700; border-top: 2px solid #1b1f23; border-bottom: none; }
   .note { color: #555; font-size: 0.9rem; }
 </style>
@@ -44,7 +44,7 @@ all of its GPU-time counts as borrowed.</p>{% endif %}
 <td class="num">{{ p.nominal_gpus }}</td>
 <td class="num">{{ hours(p.gpu_hours) }}</td><td class="num">{{ hours(p.owned_gpu_hours) }}</td>
 <td class="num">{{ hours(p.borrowed_gpu_hours) }}</td><td class="num">{{ p.price_per_gpu_hour }}</td>
-<td class="num">{{ money(p.direct_cents) }}</td><td class="num">{{ money(p.idle_cents) }}</td></tr>
+<td class="num">{{ amount(p.direct_cents) }}</td><td class="num">{{ amount(p.idle_cents) }}</td></tr>
 {% else %}<tr><td colspan="9">No GPU use and no quota in this period.</td></tr>{% endfor %}
 </tbody>
 </table>
@@ -98,6 +98,7 @@ def render_invoice(invoice: Invoice) -> str:
         end=format_utc(invoice.period.end),
         hours=_hours,
         money=lambda cents: format_cents(cents, invoice.currency),
+        amount=lambda cents: f"{Decimal(cents).scaleb(-2):,.2f}",
     )
 
 
