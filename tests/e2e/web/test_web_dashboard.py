@@ -400,3 +400,17 @@ def test_refreshing_keeps_an_open_confirmation_and_where_the_log_was_scrolled(
     finally:
         with scenario.server.client() as client:
             client.cancel(task.id)
+
+
+def test_a_redraw_keeps_keyboard_focus_on_the_same_link(scenario: Scenario, open_page: Any) -> None:
+    page = open_page(scenario.server.admin_token, path="#/tasks")
+    link = f"#task-link-{scenario.a3.id}"
+    page.wait_for_selector(link)
+    page.focus(link)
+    extra = submit(scenario.server, None, "beta", 1, "beta-newcomer")
+    try:
+        page.wait_for_selector(f"tr[data-task-id='{extra.id}']")  # the table was redrawn
+        assert page.evaluate("document.activeElement.id") == f"task-link-{scenario.a3.id}"
+    finally:
+        with scenario.server.client() as client:
+            client.cancel(extra.id)

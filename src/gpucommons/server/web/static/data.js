@@ -35,6 +35,19 @@ function summarisePools(teams, pools) {
   }));
 }
 
+/**
+ * The waiting tasks, in the engine's order. `waiting_seconds` grows with every poll; turned into a start
+ * time (to 5 s) it stays the same between polls, so a page is redrawn only when something changed.
+ */
+async function loadQueue(api, team = "") {
+  const queue = items(await api.get("/queue", { team }));
+  const now = api.now();
+  return queue.map(({ waiting_seconds: waited, ...q }) => ({
+    ...q,
+    waiting_since_ms: Math.round((now - 1000 * waited) / 5000) * 5000,
+  }));
+}
+
 //: The task table shows the newest this many: enough to find one, small enough to poll every few seconds.
 export const TASK_LIST_LIMIT = 200;
 
@@ -43,7 +56,7 @@ export async function loadTasks(api, { state = "", team = "" } = {}) {
   const states = state === "active" ? ACTIVE : state === "finished" ? TERMINAL : state ? [state] : [];
   const [tasks, queue] = await Promise.all([
     api.get("/tasks", { team, state: states, limit: TASK_LIST_LIMIT }).then(items),
-    api.get("/queue", { team }).then(items),
+    loadQueue(api, team),
   ]);
   const byId = new Map(queue.map((q) => [q.task_id, q]));
   const list = tasks.map((t) => ({ ...t, queue: byId.get(t.id) || null }));
@@ -94,7 +107,7 @@ export async function loadTask(api, id) {
   const [events, log, queue] = await Promise.all([
     api.get(`${path}/events`).then(items).catch(() => []),
     loadLogTail(api, id, path),
-    task.state === "pending" ? api.get("/queue", { team: task.team }).then(items).catch(() => []) : [],
+    task.state === "pending" ? loadQueue(api, task.team).catch(() => []) : [],
   ]);
   return { task, events, log, queue: queue.find((q) => q.task_id === id) || null };
 }

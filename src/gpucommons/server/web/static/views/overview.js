@@ -143,7 +143,11 @@ function queueText(team) {
   if (!n) return "0";
   return h(
     "a",
-    { href: `#/tasks?team=${encodeURIComponent(team.name)}&state=pending`, title: `${plural(n, "task")} waiting` },
+    {
+      href: `#/tasks?team=${encodeURIComponent(team.name)}&state=pending`,
+      title: `${plural(n, "task")} waiting`,
+      id: `queue-link-${team.name}`,
+    },
     `${n}`,
     h("span", { class: "muted" }, ` (${team.pending_gpus || 0} GPUs)`),
   );

@@ -118,7 +118,7 @@ function queueItem(task, now) {
     h(
       "div",
       {},
-      h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, task.name || task.id),
+      h("a", { href: `#/tasks/${encodeURIComponent(task.id)}`, id: `queue-link-${task.id}` }, task.name || task.id),
       h(
         "span",
         { class: "muted" },
@@ -132,7 +132,7 @@ function queueItem(task, now) {
 
 function waitedText(task, now) {
   const since = task.queued_at || task.submitted_at;
-  return formatDuration(since ? secondsSince(since, now) : task.queue?.waiting_seconds);
+  return formatDuration(since ? secondsSince(since, now) : (now - task.queue.waiting_since_ms) / 1000);
 }
 
 /**
@@ -167,7 +167,7 @@ function taskRow(task, now) {
     h(
       "th",
       { scope: "row" },
-      h("a", { href: `#/tasks/${encodeURIComponent(task.id)}` }, task.name || task.id),
+      h("a", { href: `#/tasks/${encodeURIComponent(task.id)}`, id: `task-link-${task.id}` }, task.name || task.id),
       task.name ? h("div", { class: "muted mono small" }, task.id) : null,
     ),
     cell("State", {}, stateBadge(task.state)),

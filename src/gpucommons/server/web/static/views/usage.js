@@ -199,13 +199,18 @@ function invoiceButton(ctx, month, team, format, label, status) {
   if (!session.token) {
     // Signed in by the session cookie, which a plain link carries: the invoice opens in a new tab.
     const href = invoiceUrl(ctx.api.base, month, team, format);
-    return h("a", { href, target: "_blank", rel: "noopener", "aria-label": `${name} (opens in a new tab)` }, label);
+    return h(
+      "a",
+      { href, target: "_blank", rel: "noopener", "aria-label": `${name} (opens in a new tab)`, id: `invoice-${team}-${format}` },
+      label,
+    );
   }
   return h(
     "button",
     {
       type: "button",
       class: "link",
+      id: `invoice-${team}-${format}`,
       "aria-label": name,
       onclick: async () => {
         status.textContent = `Fetching the ${label} invoice for ${team}…`;
