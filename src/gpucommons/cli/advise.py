@@ -23,13 +23,18 @@ from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit
 from gpucommons.domain import Policy
 from gpucommons.planning import advisor
-from gpucommons.planning.advisor import Advice, AdvisorRule, proposed_policy_text, trace_history
+from gpucommons.planning.advisor import (
+    Advice,
+    AdvisorRule,
+    proposed_policy_text,
+    samples_history,
+    trace_history,
+)
 from gpucommons.planning.advisor_report import advice_to_data
 from gpucommons.planning.usage_history import (
     UsageFileError,
     UsageHistory,
     is_usage_file_header,
-    read_usage_samples,
 )
 from gpucommons.policy import PolicyError
 
@@ -58,7 +63,7 @@ def _read_history(path: Path, policy: Policy) -> UsageHistory:
         return trace_history(policy, load_trace_or_exit(path))
     try:
         with path.open(encoding="utf-8", newline="") as handle:
-            return read_usage_samples(handle, source=str(path))
+            return samples_history(policy, handle, source=str(path))
     except UnicodeDecodeError:
         raise fail(f"{path}: not a UTF-8 text file (expected a CSV usage file)") from None
     except UsageFileError as exc:

@@ -26,14 +26,14 @@ in the rounding go to the team name that sorts first).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpucommons.chargeback.rounding import largest_remainder
 from gpucommons.domain.model import Isolation, Policy, Pool, Quota, Team
 from gpucommons.domain.resources import ALL_UNLIMITED, UNLIMITED, Resources
-from gpucommons.planning.usage_history import Demand, UsageHistory, demand_from_jobs
+from gpucommons.planning.usage_history import Demand, UsageHistory, demand_from_jobs, read_usage_samples
 from gpucommons.policy import dump_policy, parse_policy
 from gpucommons.sim.jobs import SimJob
 
@@ -190,6 +190,11 @@ def trace_history(policy: Policy, jobs: Sequence[SimJob]) -> UsageHistory:
             job = replace(job, pool=pool)
         resolved.append(job)
     return demand_from_jobs(resolved)
+
+
+def samples_history(policy: Policy, lines: Iterable[str], source: str = "usage") -> UsageHistory:
+    """Demand from a sampled usage file, rows without a pool counted in their team's first pool."""
+    return read_usage_samples(lines, source, lambda team: default_pool(policy, Demand(team, None, ())))
 
 
 def _figures(demand: Demand, rule: AdvisorRule) -> DemandFigures:

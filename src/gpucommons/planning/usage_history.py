@@ -7,9 +7,10 @@ asked for each number of GPUs.
   from its submission until `submit + duration`. This is a proxy. A job that waited in a queue asked
   for its GPUs longer than its run time, so queueing makes the trace *understate* demand; and a trace
   recorded under a scheduler shows the demand that scheduler let in.
-- A sampled usage file (`time_s,team,running_gpus,pending_gpus,...`, e.g. Helios's 5-minute
-  samples): demand = running + pending. Pending work is *censored* (users cancel jobs that wait too
-  long, and some never submit into a full queue), so demand above what ran is a lower bound.
+- A sampled usage file (`time_s,team,running_gpus,pending_gpus` and optionally `pool`, e.g.
+  Helios's 5-minute samples): demand = running + pending. Pending work is *censored* (users
+  cancel jobs that wait too long, and some never submit into a full queue), so demand above what
+  ran is a lower bound.
 
 Only the distribution is kept, not the timeline: percentiles, the mean and the share of time a team
 was active are all the advisor needs, and a histogram of a month of 5-minute samples is a few
@@ -21,7 +22,7 @@ from __future__ import annotations
 import csv
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ from gpucommons.sim.trace import MAX_REPORTED_PROBLEMS, TraceError, TraceProblem
 from gpucommons.sim.trace import _number as seconds_cell  # the trace's own check of a time cell
 
 SAMPLE_COLUMNS = ("time_s", "team", "running_gpus", "pending_gpus")
+#: Which pool a row that names none counts in (the advisor passes the team's first pool).
+PoolOf = Callable[[str], str | None]
 HistoryKind = Literal["trace", "samples"]
 
 
@@ -172,11 +175,12 @@ def _whole(text: str, column: str) -> int:
 class _Sample:
     time_s: float
     team: str
+    pool: str | None
     running: int
     pending: int
 
 
-def _parse_sample(row: dict[str, str | None], line: int, width: int) -> _Sample:
+def _parse_sample(row: dict[str, str | None], width: int, pool_of: PoolOf) -> _Sample:
     if None in row:  # csv puts surplus cells under the key None
         surplus: Any = row[None]  # type: ignore[index]
         raise ValueError(f"{width + len(surplus)} cells for {width} columns")
@@ -184,15 +188,17 @@ def _parse_sample(row: dict[str, str | None], line: int, width: int) -> _Sample:
     for name, text in cells.items():
         if not text:
             raise ValueError(f"{name} is empty")
+    pool = (row.get("pool") or "").strip()
     return _Sample(
         seconds_cell(cells["time_s"], "time_s"),
         cells["team"],
+        pool or pool_of(cells["team"]),
         _whole(cells["running_gpus"], "running_gpus"),
         _whole(cells["pending_gpus"], "pending_gpus"),
     )
 
 
-def _read_samples(lines: Iterable[str], source: str) -> list[_Sample]:
+def _read_samples(lines: Iterable[str], source: str, pool_of: PoolOf) -> list[_Sample]:
     reader = csv.DictReader(iter(lines))
     header = [h.strip() for h in (reader.fieldnames or [])]
     if not header:
@@ -206,15 +212,16 @@ def _read_samples(lines: Iterable[str], source: str) -> list[_Sample]:
     samples: list[_Sample] = []
     problems: list[TraceProblem] = []
     more = 0
-    seen: dict[tuple[float, str], int] = {}
+    seen: dict[tuple[float, str, str | None], int] = {}
     for row in reader:
         line = reader.line_num
         try:
-            sample = _parse_sample(row, line, len(header))
-            key = (sample.time_s, sample.team)
+            sample = _parse_sample(row, len(header), pool_of)
+            key = (sample.time_s, sample.team, sample.pool)
             if key in seen:
+                where = f" in pool {sample.pool!r}" if sample.pool else ""
                 raise ValueError(
-                    f"team {sample.team!r} at time_s {row['time_s']} already on line {seen[key]}"
+                    f"team {sample.team!r}{where} at time_s {row['time_s']} already on line {seen[key]}"
                 )
         except ValueError as exc:
             if len(problems) < MAX_REPORTED_PROBLEMS:
@@ -231,26 +238,32 @@ def _read_samples(lines: Iterable[str], source: str) -> list[_Sample]:
     return samples
 
 
-def read_usage_samples(lines: Iterable[str], source: str = "usage") -> UsageHistory:
-    """Demand per team from a sampled usage file; raise `UsageFileError` naming every bad line.
+def read_usage_samples(
+    lines: Iterable[str], source: str = "usage", pool_of: PoolOf = lambda team: None
+) -> UsageHistory:
+    """Demand per (team, pool) from a sampled usage file; raise `UsageFileError` naming every bad line.
 
     Each sample stands for the time until the file's next sampling instant (the last one for the
     file's usual step, the median gap), so a team's missing rows count as unobserved, not as idle.
+    Rows without a pool count in `pool_of(team)`; resolving it here, before demand is summed,
+    keeps one histogram per (team, pool).
     """
-    samples = _read_samples(lines, source)
+    samples = _read_samples(lines, source, pool_of)
     times = sorted({s.time_s for s in samples})
     gaps = sorted(b - a for a, b in itertools.pairwise(times))
     step = gaps[len(gaps) // 2] if gaps else 1.0
     lasts = dict(zip(times, [*times[1:], times[-1] + step], strict=True))
-    seconds: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    censored: dict[str, float] = defaultdict(float)
+    seconds: dict[tuple[str, str | None], dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    censored: dict[tuple[str, str | None], float] = defaultdict(float)
     for sample in samples:
         weight = lasts[sample.time_s] - sample.time_s
-        seconds[sample.team][sample.running + sample.pending] += weight
+        key = (sample.team, sample.pool)
+        seconds[key][sample.running + sample.pending] += weight
         if sample.pending:
-            censored[sample.team] += weight
+            censored[key] += weight
     demands = tuple(
-        Demand(team, None, _histogram(seconds[team]), censored_s=censored[team]) for team in sorted(seconds)
+        Demand(team, pool, _histogram(seconds[(team, pool)]), censored_s=censored[(team, pool)])
+        for team, pool in sorted(seconds, key=lambda k: (k[0], k[1] or ""))
     )
     return UsageHistory("samples", times[0], times[-1] + step, demands, step_s=step)
 

@@ -122,11 +122,15 @@ def test_a_trace_history_and_a_check_replay_under_both_policies(
     assert parse_policy(out.read_text()).team("nlp").nominal("gpu").gpus == nominal["nlp"]
 
 
-def test_the_table_shows_before_and_after(small_policy: Path, small_trace: Path) -> None:
-    code, stdout, _ = run("--policy", small_policy, "--history", small_trace)
+def test_the_table_shows_before_and_after_and_the_replay_side_by_side(
+    small_policy: Path, small_trace: Path
+) -> None:
+    code, stdout, _ = run("--policy", small_policy, "--history", small_trace, "--check-trace", small_trace)
     assert code == 0
     assert "nominal" in stdout and "8 →" in stdout
     assert "demand = the GPUs of each job from its submission" in stdout
+    assert "replay of trace.csv (engine commons): current vs proposed" in stdout
+    assert "guarantee violation" in stdout
 
 
 def test_bad_usage_rows_end_with_exit_1_and_their_line_numbers(small_policy: Path, tmp_path: Path) -> None:

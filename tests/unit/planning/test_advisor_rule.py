@@ -16,10 +16,11 @@ from gpucommons.planning.advisor import (
     TeamAdvice,
     advise,
     proposed_policy_text,
+    samples_history,
     trace_history,
 )
 from gpucommons.planning.advisor_report import advice_to_data
-from gpucommons.planning.usage_history import Demand, UsageHistory
+from gpucommons.planning.usage_history import Demand, UsageFileError, UsageHistory
 from gpucommons.policy import parse_policy
 from gpucommons.sim.jobs import SimJob
 from gpucommons.testing.builders import make_policy
@@ -294,3 +295,42 @@ def test_any_history_gives_a_policy_within_capacity_that_passes_the_checks(
             if rule.whole_nodes:
                 assert t.proposed.nominal % pool.gpus_per_node == 0
     assert parse_policy(proposed_policy_text(advice)) == advice.proposed
+
+
+def test_a_usage_file_with_a_pool_column_is_sized_per_pool() -> None:
+    policy = (
+        make_policy()
+        .pool("h100", nodes=1, gpus_per_node=8)
+        .pool("a100", nodes=1, gpus_per_node=8)
+        .team("a", h100=4, a100=4)
+        .team("b", h100=4, a100=4)
+        .build()
+    )
+    lines = [
+        "time_s,team,pool,running_gpus,pending_gpus\n",
+        "0,a,,6,0\n",  # no pool: a's first pool, h100
+        "0,a,a100,1,0\n",
+        "0,b,h100,2,0\n",
+        "0,b,a100,7,0\n",
+    ]
+    usage = samples_history(policy, lines, "usage.csv")
+    assert {(d.team, d.pool, d.peak) for d in usage.demands} == {
+        ("a", "h100", 6),
+        ("a", "a100", 1),
+        ("b", "h100", 2),
+        ("b", "a100", 7),
+    }
+    advice = advise(policy, usage)
+    assert {(t.team, t.pool): t.proposed.nominal for t in advice.teams} == {
+        ("a", "h100"): 6,
+        ("b", "h100"): 2,
+        ("a", "a100"): 1,
+        ("b", "a100"): 7,
+    }
+
+
+def test_a_row_repeating_a_team_in_the_same_pool_is_refused() -> None:
+    policy = make_policy().pool("h100", nodes=1, gpus_per_node=8).team("a", h100=4).build()
+    lines = ["time_s,team,pool,running_gpus,pending_gpus\n", "0,a,,1,0\n", "0,a,h100,2,0\n"]
+    with pytest.raises(UsageFileError, match="line 3: team 'a' in pool 'h100' at time_s 0 already on line 2"):
+        samples_history(policy, lines, "usage.csv")
