@@ -140,6 +140,11 @@ def test_hard_budget_holds_new_tasks_and_alerts_once(make_harness: Callable[...,
     assert sorted((p["team"], p["threshold_percent"]) for p in sent) == [("a", 80), ("a", 100), ("b", 80)]
     assert b"commons_budget_alerts_total" in harness.ctx.metrics.render()
 
+    harness.ctx.scheduler.rebuild()  # a fresh state from the store knows no spend...
+    assert harness.ctx.scheduler.state.team_spend("a") == 0
+    watcher.reapply()  # ...until the watcher hands it over again (its thread does within a second)
+    assert harness.ctx.scheduler.state.team_spend("a") == 1200
+
     held = harness.submit(team="a", gpus=1, command=["sleep", "30"])
     harness.cycle()
     task = harness.task(str(held["id"]))
@@ -154,3 +159,25 @@ def test_hard_budget_holds_new_tasks_and_alerts_once(make_harness: Callable[...,
         ("a", True, True),
         ("b", False, False),
     }
+
+
+def test_the_watcher_thread_checks_and_restores_spend_after_a_rebuild(
+    make_harness: Callable[..., Harness],
+) -> None:
+    harness = make_harness(BUDGET_POLICY)
+    add_usage(harness, "a", gpus=2, hours=3)
+    watcher = BudgetWatcher(harness.ctx, interval_s=60)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not watcher.last and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert watcher.last["a"].spent_cents == 1200
+        harness.ctx.scheduler.rebuild()
+        deadline = time.monotonic() + 5
+        while harness.ctx.scheduler.state.team_spend("a") != 1200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert harness.ctx.scheduler.state.team_spend("a") == 1200
+    finally:
+        watcher.stop()
+    assert watcher._thread is None

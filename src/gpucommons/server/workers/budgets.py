@@ -1,10 +1,11 @@
 """The budget watcher: keeps the engine's view of each team's monthly spend current, and alerts.
 
 Every `interval_s` (env `COMMONS_BUDGET_INTERVAL_S`, default 30 s) it prices this month's ledger so
-far (`chargeback.budget`), hands each team's spend to the engine (`ClusterState.set_team_spend`, so
-`hard` budgets hold new tasks with "budget exhausted" unless their class is `budget_exempt`), sets the
-`commons_budget_spent_cents` / `commons_budget_cents` gauges, and raises each newly crossed threshold
-(80 %, 100 %) once per team and month:
+far (`chargeback.budget`) and hands each team's spend to the engine (`ClusterState.set_team_spend`),
+so `hard` budgets hold new tasks with "budget exhausted" unless their class is `budget_exempt`; when
+the scheduler rebuilds its state from the store (which keeps no spend) the last spends are handed
+over again within a second. It also sets the `commons_budget_spent_cents` / `commons_budget_cents`
+gauges, and raises each newly crossed threshold (80 %, 100 %) once per team and month:
 - an event: an `audit_events` row with action `budget.alert` (this also remembers what was alerted,
   across restarts);
 - a metric: `commons_budget_alerts_total{team, threshold}`;
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -83,6 +85,7 @@ class BudgetWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._holding: frozenset[str] = frozenset()
+        self._state_id = 0
         self.spent, self.budget, self.alerts = _metrics(ctx.metrics.registry)
         self.last: dict[str, BudgetStatus] = {}
 
@@ -101,9 +104,8 @@ class BudgetWatcher:
         now = ctx.clock.now()
         policy = ctx.policies.policy
         statuses = costs.budgets(ctx.db, policy, now)
-        with ctx.scheduler.lock:
-            for team, status in statuses.items():
-                ctx.scheduler.state.set_team_spend(team, status.spent_cents)
+        self.last = statuses
+        self.reapply()
         holding = frozenset(t for t, s in statuses.items() if s.holds_new_tasks)
         if holding != self._holding:
             self._holding = holding
@@ -111,11 +113,19 @@ class BudgetWatcher:
         for team, status in statuses.items():
             self.spent.labels(team).set(status.spent_cents)
             self.budget.labels(team).set(status.budget_cents)
-        self.last = statuses
         alerts = new_alerts(statuses, self._already_alerted(now))
         for alert in alerts:
             self._raise(alert, now, policy.chargeback.currency)
         return alerts
+
+    def reapply(self) -> None:
+        """Hand the last known spends to the engine's current state (also after it was rebuilt)."""
+        scheduler = self.ctx.scheduler
+        with scheduler.lock:
+            state = scheduler.state
+            for team, status in self.last.items():
+                state.set_team_spend(team, status.spent_cents)
+            self._state_id = id(state)
 
     def _already_alerted(self, now: float) -> set[tuple[str, str, int]]:
         month = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m")
@@ -180,9 +190,16 @@ class BudgetWatcher:
             self._thread = None
 
     def _run(self) -> None:
+        next_check = 0.0
         while not self._stop.is_set():
-            try:
-                self.check()
-            except Exception:
-                log.exception("budget check failed; retrying in %.0f s", self.interval_s)
-            self._stop.wait(self.interval_s)
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.interval_s
+                try:
+                    self.check()
+                except Exception:
+                    log.exception("budget check failed; retrying in %.0f s", self.interval_s)
+            elif id(self.ctx.scheduler.state) != self._state_id:
+                # the scheduler rebuilt its state from the store (which holds no spend): restore it
+                # within a second instead of leaving hard budgets open until the next check
+                self.reapply()
+            self._stop.wait(min(1.0, self.interval_s))
