@@ -76,7 +76,7 @@ def team_name(cohort: int, queue: int) -> str:
     return f"cohort{cohort}-cq{queue}"
 
 
-def kueue_baseline_policy(grace_period_s: int = 0) -> Policy:
+def kueue_baseline_policy(grace_period_s: int = 0, cohorts: int = COHORTS) -> Policy:
     """The benchmark's cluster: one CPU-only pool holding exactly the sum of the nominal quotas.
 
     Kueue's benchmark has no nodes (quota is the only limit), so the pool is one node of 600 CPUs:
@@ -84,7 +84,7 @@ def kueue_baseline_policy(grace_period_s: int = 0) -> Policy:
     at once.
     """
     teams = []
-    for c in range(COHORTS):
+    for c in range(cohorts):
         for q in range(TEAMS_PER_COHORT):
             teams.append(
                 Team(
@@ -102,7 +102,7 @@ def kueue_baseline_policy(grace_period_s: int = 0) -> Policy:
                     ),
                 )
             )
-    total_cpus = COHORTS * TEAMS_PER_COHORT * NOMINAL_CPUS
+    total_cpus = cohorts * TEAMS_PER_COHORT * NOMINAL_CPUS
     return Policy(
         cluster_name="kueue-baseline",
         pools=(Pool(POOL, gpu_type="none", nodes=1, gpus_per_node=0, cpu_milli_per_node=total_cpus * 1000),),
@@ -112,14 +112,18 @@ def kueue_baseline_policy(grace_period_s: int = 0) -> Policy:
         ),
         default_priority_class="small",
         teams=tuple(teams),
-        cohorts=tuple(Cohort(f"cohort{c}") for c in range(COHORTS)),
+        cohorts=tuple(Cohort(f"cohort{c}") for c in range(cohorts)),
     )
 
 
-def kueue_baseline_jobs() -> list[SimJob]:
-    """15,000 jobs in submission order; job ids `<team>-<class>-<n>`."""
+def kueue_baseline_jobs(cohorts: int = COHORTS) -> list[SimJob]:
+    """15,000 jobs (3,000 per cohort) in submission order; job ids `<team>-<class>-<n>`.
+
+    Fewer `cohorts` give a proportionally smaller run with the same capacity bound (cohorts do not
+    lend to each other), for quick checks.
+    """
     jobs: list[SimJob] = []
-    for c in range(COHORTS):
+    for c in range(cohorts):
         for q in range(TEAMS_PER_COHORT):
             team = team_name(c, q)
             for w in KUEUE_BASELINE_CLASSES:
@@ -163,11 +167,7 @@ def kueue_baseline_figures(
         },
         "quota_usage": round(held_cpu_s / (capacity_cpus * makespan), 4) if makespan > 0 else 0.0,
         "capacity_bound_s": round(
-            sum(w.count * w.cpus * w.runtime_s for w in KUEUE_BASELINE_CLASSES)
-            * COHORTS
-            * TEAMS_PER_COHORT
-            / capacity_cpus,
-            3,
+            sum(r.job.duration_s * r.job.resources.cpu_milli / 1000 for r in runs) / capacity_cpus, 3
         ),
         "unfinished": sum(1 for r in runs if r.finish_s is None),
         "preemptions": sum(r.preemptions for r in runs),

@@ -24,6 +24,11 @@ def test_the_workload_has_15000_tasks_of_three_sizes_over_30_teams_in_5_cohorts(
     assert [j.submit_s for j in jobs] == sorted(j.submit_s for j in jobs)
 
 
+def test_fewer_cohorts_scale_the_workload_and_the_cluster_together() -> None:
+    assert len(kueue_baseline_jobs(cohorts=1)) == 3_000
+    assert kueue_baseline_policy(cohorts=1).pools[0].capacity == Resources(cpu_milli=120_000)
+
+
 def test_the_policy_gives_each_team_20_cpus_a_borrow_limit_of_100_and_reclaim_any() -> None:
     policy = kueue_baseline_policy()
     assert len(policy.teams) == 30 and len({t.cohort for t in policy.teams}) == 5
@@ -34,12 +39,13 @@ def test_the_policy_gives_each_team_20_cpus_a_borrow_limit_of_100_and_reclaim_an
 
 
 def test_figures_of_a_run_of_the_first_cohort_alone() -> None:
-    policy = kueue_baseline_policy()
-    jobs = [j for j in kueue_baseline_jobs() if j.team.startswith("cohort0-") and j.submit_s < 5]
+    policy = kueue_baseline_policy(cohorts=1)
+    jobs = [j for j in kueue_baseline_jobs(cohorts=1) if j.submit_s < 5]
     out = simulate(policy, jobs, SimConfig(engine="kueue"))
     figures = kueue_baseline_figures(out.runs, out.capacity_units, out.meter.held_total_unit_s)
     assert figures["unfinished"] == 0
-    assert figures["capacity_bound_s"] == 66.0
+    cpu_s = sum(j.duration_s * j.resources.cpu_milli / 1000 for j in jobs)
+    assert figures["capacity_bound_s"] == round(cpu_s / 120, 3)  # one cohort: 6 teams × 20 CPUs
     assert set(figures["time_to_admission_s"]) == {"small", "medium", "large"}
     # Everything submitted in the first 5 s is done within a few seconds of the last submission.
     assert 4.9 <= figures["makespan_s"] < 10
