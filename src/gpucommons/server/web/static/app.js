@@ -3,7 +3,7 @@
 
 import { Api, ApiError, session } from "./api.js";
 import { loadContext } from "./data.js";
-import { h, replace } from "./dom.js";
+import { h, replace, tickAges } from "./dom.js";
 import { formatDuration } from "./format.js";
 import * as overview from "./views/overview.js";
 import * as signin from "./views/signin.js";
@@ -267,7 +267,10 @@ async function boot() {
     updateStatus();
   });
   window.addEventListener("hashchange", show);
-  window.setInterval(updateStatus, 1000);
+  window.setInterval(() => {
+    updateStatus();
+    tickAges(els.main, api.now());
+  }, 1000);
   try {
     await signIn();
   } catch (e) {

@@ -1,3 +1,5 @@
+import { formatDuration } from "./format.js";
+
 // Building DOM nodes safely: every piece of data goes in as text, never as HTML, so a task name or a
 // log line can never inject markup or script into the dashboard (the API token lives in this page).
 
@@ -67,4 +69,20 @@ export function table({ cls, caption, columns, rows, showCaption = false }) {
       h("tbody", {}, rows),
     ),
   );
+}
+
+/**
+ * "5m": how long ago `fromMs` was, kept current by the shell's one-second timer (`tickAges`) without
+ * redrawing the page, so ages move on even while the data stays the same.
+ */
+export function age(fromMs, nowMs) {
+  return h("span", { class: "age", dataset: { ageFrom: String(fromMs) } }, formatDuration((nowMs - fromMs) / 1000));
+}
+
+/** Bring every age under `root` up to `nowMs`. */
+export function tickAges(root, nowMs) {
+  for (const el of root.querySelectorAll("[data-age-from]")) {
+    const text = formatDuration((nowMs - Number(el.dataset.ageFrom)) / 1000);
+    if (el.textContent !== text) el.textContent = text;
+  }
 }

@@ -14,13 +14,6 @@ export function formatDuration(seconds) {
   return hours % 24 ? `${days}d ${hours % 24}h` : `${days}d`;
 }
 
-/** Seconds from an ISO time to `nowMs` (the server's clock, as estimated by the API client). */
-export function secondsSince(iso, nowMs) {
-  if (!iso) return NaN;
-  const t = Date.parse(iso);
-  return Number.isNaN(t) ? NaN : (nowMs - t) / 1000;
-}
-
 /** "2026-11-30 15:04:05 UTC": the cluster runs on UTC, and so does every time on the dashboard. */
 export function formatTime(iso) {
   if (!iso) return "–";

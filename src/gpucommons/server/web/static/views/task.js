@@ -3,8 +3,8 @@
 
 import { ApiError } from "../api.js";
 import { cancelTask, LOG_TAIL_LINES, loadTask } from "../data.js";
-import { h, table } from "../dom.js";
-import { formatDuration, formatTime, isActiveState, joinCommand, plural, secondsSince } from "../format.js";
+import { age, h, table } from "../dom.js";
+import { formatTime, isActiveState, joinCommand, plural } from "../format.js";
 import { reasonText, stateBadge } from "./tasks.js";
 
 export const title = "Task";
@@ -70,14 +70,14 @@ export function afterRender(root) {
 }
 
 function waitingCallout(task, queue, now) {
-  const waited = formatDuration(secondsSince(task.queued_at || task.submitted_at, now));
+  const waited = age(Date.parse(task.queued_at || task.submitted_at), now);
   const place = queue
     ? `#${queue.position} in the cluster's queue, #${queue.team_position} in team ${task.team}'s`
     : "in the queue";
   return h(
     "div",
-    { class: "callout waiting", role: "status" },
-    h("p", {}, h("strong", {}, `Waiting ${waited}`), ` · ${place}`),
+    { class: "callout waiting" },
+    h("p", {}, h("strong", {}, "Waiting ", waited), ` · ${place}`),
     h("p", { class: "reason", dataset: { reasonCode: queue?.reason_code || "" } }, reasonText({ ...task, queue })),
   );
 }
@@ -163,7 +163,7 @@ function gpusText(task) {
 }
 
 function timeAndAge(iso, now, suffix = "") {
-  return `${formatTime(iso)} (${formatDuration(secondsSince(iso, now))} ago)${suffix}`;
+  return [formatTime(iso), " (", age(Date.parse(iso), now), " ago)", suffix];
 }
 
 function eventsTable(events) {

@@ -2,8 +2,8 @@
 // a table of every task with its state, team, GPUs, priority and age.
 
 import { loadTasks, TASK_LIST_LIMIT } from "../data.js";
-import { h, table } from "../dom.js";
-import { formatDuration, isActiveState, plural, secondsSince } from "../format.js";
+import { age, h, table } from "../dom.js";
+import { isActiveState, plural } from "../format.js";
 
 export const title = "Tasks";
 //: Waiting tasks shown as cards, first in the queue first; the table lists the rest.
@@ -122,7 +122,8 @@ function queueItem(task, now) {
       h(
         "span",
         { class: "muted" },
-        ` · ${task.team} · ${plural(task.gpus, "GPU")} · ${task.priority} · waiting ${waitedText(task, now)}`,
+        ` · ${task.team} · ${plural(task.gpus, "GPU")} · ${task.priority} · waiting `,
+        waited(task, now),
         q && q.team_position ? ` · #${q.team_position} in ${task.team}` : "",
       ),
       h("p", { class: "reason", dataset: { reasonCode: q?.reason_code || "" } }, reasonText(task)),
@@ -130,9 +131,9 @@ function queueItem(task, now) {
   );
 }
 
-function waitedText(task, now) {
+function waited(task, now) {
   const since = task.queued_at || task.submitted_at;
-  return formatDuration(since ? secondsSince(since, now) : (now - task.queue.waiting_since_ms) / 1000);
+  return age(since ? Date.parse(since) : task.queue.waiting_since_ms, now);
 }
 
 /**
@@ -180,7 +181,7 @@ function taskRow(task, now) {
     ),
     cell("Pool", {}, task.assigned_pool || task.pool || "any"),
     cell("Priority", {}, task.priority),
-    cell("Age", { class: "num" }, formatDuration(secondsSince(task.submitted_at, now))),
+    cell("Age", { class: "num" }, age(Date.parse(task.submitted_at), now)),
     cell("Note", { class: "note" }, noteText(task)),
   );
 }
