@@ -161,7 +161,11 @@ class Simulation:
         self.index = {run.job.job_id: i for i, run in enumerate(self.runs)}
         submits = [r.job.submit_s for r in self.resolution.jobs]
         self.window = (min(submits), max(submits)) if submits else (0.0, 0.0)
-        grace = [c.grace_period_s for c in policy.priority_classes if c.preemptible]
+        # "Beyond grace periods": a reclaim legitimately takes as long as the victims' grace period,
+        # so time is forgiven up to the longest grace period among the classes this trace uses.
+        grace = {
+            r.priority_class.grace_period_s for r in self.resolution.jobs if r.priority_class.preemptible
+        }
         self.meter = Meter(
             _capacity(policy, self.unit),
             {t.name: {q.pool: _units(q.nominal, self.unit) for q in t.quotas} for t in policy.teams},

@@ -165,3 +165,15 @@ def test_utilization_counts_gpu_seconds_held_within_the_submission_window() -> N
     assert out.window == (0, 100)
     assert out.meter.held_in_window_unit_s / (8 * 100) == 0.25
     assert out.makespan_s == 110
+
+
+def test_only_the_grace_periods_of_classes_the_trace_uses_excuse_a_wait() -> None:
+    from gpucommons.domain import PriorityClass, ReclaimPolicy
+
+    classes = (
+        PriorityClass("training", 500, grace_period_s=3600),  # in the policy, used by no job
+        PriorityClass("low", 100, grace_period_s=0, min_runtime_s=0),
+    )
+    p = policy(team("a", 4), team("b", 4, reclaim=ReclaimPolicy.NEVER), classes=classes)
+    out = simulate(p, [job("a1", "a", 0, 100, 8), job("b1", "b", 10, 10, 4)], SimConfig(engine="commons"))
+    assert out.meter.teams["b"].violation_s == 90
