@@ -43,6 +43,8 @@ USAGE_COLUMNS: tuple[str, ...] = (
     "borrowed_gpus",
     "end_reason",
 )
+#: More GPUs than any one task holds: a row claiming more is a corrupt row, not a big task.
+MAX_GPUS = 1_000_000
 #: The extension column (not in contract 4 itself): appended after the contract's columns.
 LOST_WORK_COLUMN = "lost_gpu_hours"
 
@@ -149,7 +151,7 @@ def _read_rows(lines: Iterable[str], pools: Collection[str] | None, max_issues: 
                         lost = Decimal(text)
                 task_id, team, pool = row[i_task], row[i_team], row[i_pool]
                 ok = (
-                    gpus >= 0
+                    0 <= gpus <= MAX_GPUS
                     and 0 <= borrowed <= gpus
                     and start <= end
                     and task_id
@@ -211,6 +213,9 @@ def _explain(
             return None
         if value < 0:
             bad(column, f"{value} is negative")
+            return None
+        if value > MAX_GPUS:
+            bad(column, f"{value} is more GPUs than one task can hold (at most {MAX_GPUS:,})")
             return None
         return value
 
@@ -419,7 +424,10 @@ def _fast_table(text: str, known_pools: frozenset[str] | None) -> UsageTable | N
     except (ValueError, KeyError, OverflowError):
         return None
     if lines and not (
-        bool((gpus >= 0).all()) and bool((borrowed >= 0).all()) and bool((borrowed <= gpus).all())
+        bool((gpus >= 0).all())
+        and bool((gpus <= MAX_GPUS).all())
+        and bool((borrowed >= 0).all())
+        and bool((borrowed <= gpus).all())
     ):
         return None
     if lines and not bool((start <= end).all()):

@@ -53,15 +53,22 @@ class UsageTable:
                 end = np.fromiter([(iv.end - epoch) // us for iv in intervals], np.int64, count)
             except TypeError:
                 raise _naive_time_error(intervals) from None
+            try:
+                gpus = np.fromiter([iv.gpus for iv in intervals], np.int64, count)
+                borrowed = np.fromiter([iv.borrowed_gpus for iv in intervals], np.int64, count)
+            except (OverflowError, TypeError):
+                raise ValueError(
+                    "an interval's GPU count is not a whole number that fits in 64 bits"
+                ) from None
             return cls(
                 task_id=tuple(iv.task_id for iv in intervals),
                 team=tuple(iv.team for iv in intervals),
                 pool=tuple(iv.pool for iv in intervals),
                 priority=tuple(iv.priority for iv in intervals),
-                gpus=np.fromiter([iv.gpus for iv in intervals], np.int64, count),
+                gpus=gpus,
                 start_us=start,
                 end_us=end,
-                borrowed_gpus=np.fromiter([iv.borrowed_gpus for iv in intervals], np.int64, count),
+                borrowed_gpus=borrowed,
                 end_reason=tuple(iv.end_reason for iv in intervals),
                 lost_gpu_hours={i: iv.lost_gpu_hours for i, iv in enumerate(intervals) if iv.lost_gpu_hours},
             )

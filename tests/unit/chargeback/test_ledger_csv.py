@@ -223,3 +223,12 @@ def test_a_time_with_two_zones_is_refused_by_both_readers() -> None:
         read(text)
     with pytest.raises(LedgerError):
         table(text)
+
+
+def test_an_absurd_gpu_count_is_refused_not_overflowed() -> None:
+    text = f"{HEADER}\n{GOOD.replace(',8,', ',100000000000000000000,')}\n"
+    assert refused(text) == [
+        "line 2, gpus: 100000000000000000000 is more GPUs than one task can hold (at most 1,000,000)"
+    ]
+    with pytest.raises(LedgerError):
+        table(text)
