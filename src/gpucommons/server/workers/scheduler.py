@@ -174,6 +174,9 @@ class Scheduler:
         self._handles: dict[str, Handle] = {}
         self._dirty: set[str] = set()
         self._supervised_at = float("-inf")
+        #: Tasks whose GPU allocations go at the end of the current transaction (one DELETE).
+        self._freeing: list[str] = []
+        self._batching_frees = False
         #: Open ledger intervals of the attempts being settled, read in one query per cycle.
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
 
@@ -342,24 +345,30 @@ class Scheduler:
         if not ended_ids and not full and not dirty:
             return 0
         ended = 0
-        with self.db.session() as session, session.no_autoflush:
-            query = select(TaskRow).where(TaskRow.state.in_(LIVE_STATES))
-            if not full:
-                query = query.where(TaskRow.id.in_([*ended_ids, *dirty]))
-            rows = session.scalars(query.order_by(TaskRow.seq)).all()
-            self._intervals = open_intervals(session, ended_ids)
-            for row in rows:
-                handle = handle_of(row)
-                if handle is None:
-                    continue
-                self._handles.setdefault(row.id, handle)
-                status = self.executor.poll(handle)
-                if status is not None:
-                    self._settle(session, row, handle, status, now)
-                    ended += 1
-                    continue
-                self._supervise(session, row, handle, now)
-        self._intervals = {}
+        self._batching_frees = True
+        try:
+            with self.db.session() as session, session.no_autoflush:
+                query = select(TaskRow).where(TaskRow.state.in_(LIVE_STATES))
+                if not full:
+                    query = query.where(TaskRow.id.in_([*ended_ids, *dirty]))
+                rows = session.scalars(query.order_by(TaskRow.seq)).all()
+                self._intervals = open_intervals(session, ended_ids)
+                for row in rows:
+                    handle = handle_of(row)
+                    if handle is None:
+                        continue
+                    self._handles.setdefault(row.id, handle)
+                    status = self.executor.poll(handle)
+                    if status is not None:
+                        self._settle(session, row, handle, status, now)
+                        ended += 1
+                        continue
+                    self._supervise(session, row, handle, now)
+                self._free_gpus(session)
+        finally:
+            self._batching_frees = False
+            self._freeing = []
+            self._intervals = {}
         if full:
             self._supervised_at = now
         return ended
@@ -490,12 +499,21 @@ class Scheduler:
     def _release_resources(
         self, session: Session, row: TaskRow, at: float, reason: EndReason, lost: float
     ) -> None:
-        session.execute(
-            delete(GpuAllocationRow)
-            .where(GpuAllocationRow.task_id == row.id)
-            .execution_options(synchronize_session=False)
-        )
+        """Free the task's GPUs (at the end of the transaction) and close its ledger interval."""
+        self._freeing.append(row.id)
         close_interval(session, row, at, reason, lost, self._intervals)
+        if not self._batching_frees:
+            self._free_gpus(session)
+
+    def _free_gpus(self, session: Session) -> None:
+        """One DELETE for every task released in this transaction."""
+        if self._freeing:
+            session.execute(
+                delete(GpuAllocationRow)
+                .where(GpuAllocationRow.task_id.in_(self._freeing))
+                .execution_options(synchronize_session=False)
+            )
+            self._freeing = []
 
     # --- acting on decisions -----------------------------------------------------------------------
 
@@ -544,6 +562,16 @@ class Scheduler:
                     launches.append(reserved)
                 elif reserved is not None:
                     failed.append((admit.task_id, reserved))
+            if self.batch_starts:
+                # Attempts that die with the server anyway start in the same transaction.
+                started = []
+                for launch in launches:
+                    try:
+                        started.append((launch, self._start(launch), now))
+                    except Exception as exc:
+                        failed.append((launch.task_id, str(exc)))
+                self._record_started(rows, started)
+                launches = []
         return launches, failed
 
     def _launch_all(self, launches: list[Launch], failed: list[tuple[str, str]]) -> None:
@@ -650,6 +678,8 @@ class Scheduler:
         )
 
     def _start(self, launch: Launch) -> Handle:
+        if self.batch_starts:  # in-process attempts print nothing: no log file to mark
+            return self.executor.start(launch)
         with contextlib.suppress(OSError), launch.log_path.open("a") as f:
             f.write(
                 f"--- commons: attempt {launch.env['COMMONS_RESTART_COUNT']} of {launch.task_id} starting\n"
@@ -660,23 +690,25 @@ class Scheduler:
         if not started:
             return
         with self.db.session() as session:
-            rows = {
-                r.id: r
-                for r in session.scalars(
-                    select(TaskRow).where(TaskRow.id.in_([launch.task_id for launch, _, _ in started]))
-                )
-            }
-            for launch, handle, at in started:
-                row = rows.get(launch.task_id)
-                if row is None:
-                    continue
-                row.pid = handle.pid
-                row.start_marker = handle.start_marker
-                row.exit_file = str(handle.exit_file) if handle.exit_file else None
-                row.log_path = str(launch.log_path)
-                row.started_at = at
-                switch_task_state(session, row, TaskState.RUNNING, at, f"started (pid {handle.pid})")
-        for launch, handle, _ in started:
+            ids = [launch.task_id for launch, _, _ in started]
+            rows = {r.id: r for r in session.scalars(select(TaskRow).where(TaskRow.id.in_(ids)))}
+            self._record_started(rows, started)
+
+    def _record_started(self, rows: dict[str, TaskRow], started: list[tuple[Launch, Handle, float]]) -> None:
+        """Admitted → running, with what is needed to find the attempt again after a restart."""
+        session = None
+        for launch, handle, at in started:
+            row = rows.get(launch.task_id)
+            if row is None:
+                continue
+            session = session or Session.object_session(row)
+            row.pid = handle.pid
+            row.start_marker = handle.start_marker
+            row.exit_file = str(handle.exit_file) if handle.exit_file else None
+            row.log_path = str(launch.log_path)
+            row.started_at = at
+            assert session is not None
+            switch_task_state(session, row, TaskState.RUNNING, at, f"started (pid {handle.pid})")
             self._handles[launch.task_id] = handle
 
     def _fail_start(self, task_id: str, now: float, reason: str) -> None:
