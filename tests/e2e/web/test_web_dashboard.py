@@ -185,6 +185,14 @@ def test_submit_form_creates_a_task_and_cancel_stops_it(
     page.fill("#f-gpus", "4")
     page.fill("#f-name", "beta-form")
     page.fill("#f-command", "sh -c 'echo hello from the form; sleep 600'")
+
+    # A class that requires checkpoints refuses a task that declares none, and the form says why.
+    page.select_option("#f-priority", "training")
+    page.click("#submit-button")
+    error = page.wait_for_selector("#submit-error:visible")
+    assert "checkpoint" in error.inner_text()
+    page.select_option("#f-priority", "")
+
     page.check("#f-checkpoint-on-signal")
     page.screenshot(path=str(shots / "submit.png"), full_page=True)
     page.click("#submit-button")

@@ -46,7 +46,8 @@ def test_member_context_names_only_the_callers_own_teams() -> None:
     assert context.me.teams == ["beta"]
     assert not context.me.platform_admin
     assert context.cluster_name == "webtest"
-    assert [c.name for c in context.priority_classes] == ["urgent", "normal"]
+    assert [c.name for c in context.priority_classes] == ["urgent", "training", "normal"]
+    assert [c.checkpoint_required for c in context.priority_classes] == [False, True, False]
     assert context.default_priority_class == "normal"
 
 

@@ -33,7 +33,7 @@ export function render(options, ctx) {
         "select",
         { name: "priority", id: "f-priority" },
         h("option", { value: "" }, options.defaultClass ? `default (${options.defaultClass})` : "the policy's default"),
-        options.classes.map((c) => h("option", { value: c.name }, c.value !== undefined ? `${c.name} (${c.value})` : c.name)),
+        options.classes.map((c) => h("option", { value: c.name }, classLabel(c))),
       ),
     ),
     field(
@@ -115,6 +115,14 @@ export function render(options, ctx) {
   }
 
   return [h("h1", {}, "Submit a task"), form];
+}
+
+/** "training (500; needs checkpoints)": what a person needs to know to pick a class. */
+function classLabel(c) {
+  const notes = [String(c.value)];
+  if (c.checkpoint_required) notes.push("needs checkpoints");
+  if (c.preemptible === false) notes.push("never preempted");
+  return `${c.name} (${notes.join("; ")})`;
 }
 
 function field(label, control, hint) {
