@@ -233,6 +233,16 @@ ROWS: list[Row] = [
         task_member_of,
         send("POST", "/api/v1/tasks", lambda t: {"team": t, "gpus": 1, "command": ["sleep", "1"]}),
     ),
+    Row(
+        "POST",
+        "/api/v1/tasks/batch",
+        task_member_of,
+        send(
+            "POST",
+            "/api/v1/tasks/batch",
+            lambda t: {"tasks": [{"team": t, "gpus": 1, "command": ["sleep", "1"]}]},
+        ),
+    ),
     Row("GET", "/api/v1/tasks", people, get("/api/v1/tasks", team="{team}"), lists=SEES_TASKS),
     Row("GET", "/api/v1/tasks/{task_id}", task_member_of, get("/api/v1/tasks/{task}")),
     Row("GET", "/api/v1/tasks/{task_id}/events", task_member_of, get("/api/v1/tasks/{task}/events")),
@@ -444,3 +454,23 @@ def test_the_table_is_dumpable_for_the_docs() -> None:
         for r in ROWS
     }
     assert json.dumps(table)
+
+
+def test_task_mutations_are_audited_with_their_team_and_target(world: World) -> None:
+    def audit(**params: Any) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = world.client.get(
+            "/api/v1/audit", params={"limit": 1000, **params}, headers=world.headers("admin")
+        ).json()
+        return rows
+
+    submitted = {r["target"]: r for r in audit(action="task.submit", outcome="ok")}
+    assert submitted[world.tasks[OWN]]["team"] == OWN and submitted[world.tasks[OTHER]]["team"] == OTHER
+    assert submitted[world.tasks[OWN]]["actor"] == "lena" and submitted[world.tasks[OWN]]["remote_addr"]
+    for role, team in (("member", OTHER), ("finance", OWN)):
+        body = {"team": team, "gpus": 1, "command": ["true"]}
+        assert world.client.post("/api/v1/tasks", json=body, headers=world.headers(role)).status_code == 403
+    refused = audit(action="task.submit", outcome="denied")
+    assert {(r["actor"], r["team"]) for r in refused} >= {("alice", OTHER), ("finance", OWN)}
+    # Without a note, the answer names team and target: a SCIM user created is audited with its id.
+    created = audit(action="POST /scim/v2/Users", outcome="ok")  # the world pushed four users
+    assert created and all(r["target"] for r in created)

@@ -12,6 +12,7 @@ Request bodies are never recorded (they may carry secrets or task commands).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -64,8 +65,29 @@ def _presented_credential(scope: Scope) -> str | None:
     return None
 
 
-def build_event(scope: Scope, status: int, now: float) -> AuditEvent:
-    """The audit row of a finished request (pure apart from reading the scope)."""
+#: Largest answer body read for its `team` and `id` (a task, a token); bigger ones are not parsed.
+_BODY_PEEK = 64 * 1024
+
+
+def _answer_fields(body: bytes) -> tuple[str | None, str | None]:
+    """`team` and `id` of a JSON object answer (what a task or a token answer names), if any."""
+    if not body or len(body) > _BODY_PEEK:
+        return None, None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    team, ident = data.get("team"), data.get("id")
+    return (team if isinstance(team, str) else None), (ident if isinstance(ident, str) else None)
+
+
+def build_event(scope: Scope, status: int, now: float, answer: bytes = b"") -> AuditEvent:
+    """The audit row of a finished request (pure apart from reading the scope).
+
+    Without an `audit_note`, the team and target come from the answer when it is a JSON object with
+    `team`/`id` (a submitted task, a cancelled one), so control-plane routes need no audit code."""
     state: dict[str, Any] = scope.get("state") or {}
     principal = state.get("principal")
     note = state.get(_NOTE_KEY)
@@ -73,7 +95,8 @@ def build_event(scope: Scope, status: int, now: float) -> AuditEvent:
     template = getattr(route, "path", None) or scope.get("path", "")
     method = scope.get("method", "")
     params = scope.get("path_params") or {}
-    target = ",".join(f"{k}={v}" for k, v in sorted(params.items())) or None
+    answer_team, answer_id = _answer_fields(answer) if status < 300 else (None, None)
+    target = ",".join(f"{k}={v}" for k, v in sorted(params.items())) or answer_id
     client = scope.get("client")
     user_agent = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"user-agent"), None)
     details: dict[str, Any] = {"user_agent": user_agent[:200]} if user_agent else {}
@@ -90,7 +113,7 @@ def build_event(scope: Scope, status: int, now: float) -> AuditEvent:
         else f"{method} {scope.get('root_path', '')}{template}",
         method=method,
         path=scope.get("path", ""),
-        team=note.team if isinstance(note, AuditNote) else None,
+        team=note.team if isinstance(note, AuditNote) else answer_team,
         target=(note.target if isinstance(note, AuditNote) and note.target else target),
         outcome=outcome_of(status),
         status_code=status,
@@ -120,24 +143,27 @@ class AuditMiddleware:
             await self.app(scope, receive, send)
             return
         status = 500
+        answer = bytearray()
 
         async def sending(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+            elif message["type"] == "http.response.body" and len(answer) <= _BODY_PEEK:
+                answer.extend(message.get("body", b""))
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
         finally:
-            await anyio.to_thread.run_sync(self._record, scope, status)
+            await anyio.to_thread.run_sync(self._record, scope, status, bytes(answer))
 
-    def _record(self, scope: Scope, status: int) -> None:
+    def _record(self, scope: Scope, status: int, answer: bytes) -> None:
         db = self._database()
         if db is None:
             return
         try:
             with db.session() as session:
-                session.add(build_event(scope, status, time.time()))
+                session.add(build_event(scope, status, time.time(), answer))
         except Exception:  # the audit must never turn a done request into a failure
             log.exception("could not write the audit record of %s %s", scope.get("method"), scope.get("path"))
