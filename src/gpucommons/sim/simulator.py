@@ -1,9 +1,9 @@
 """The discrete-event loop: replay jobs through the engine the live scheduler uses.
 
-One cycle per instant: the loop pops every event at time `t` (finishes, ends of grace periods),
-applies them to the engine's `ClusterState`, then calls `decide` until it has nothing more to do at
-`t` (Kueue runs cycles back to back; our engine admits many per cycle). Submissions are merged in
-from the time-ordered job list rather than pushed on the heap.
+Instant by instant: the loop pops every event at time `t` (finishes, ends of grace periods),
+applies them to the engine's `ClusterState`, then calls `decide` again and again until a cycle
+changes nothing (Kueue runs cycles back to back; decisions take no simulated time). Submissions are
+merged in from the time-ordered job list rather than pushed on the heap.
 
 Job model (DESIGN contract 3): a job runs `duration_s` of work on its request, gang-admitted. On
 preemption it keeps its resources for its class's grace period. A job with a checkpoint interval
@@ -33,6 +33,9 @@ ProgressCallback = Callable[[int, int], None]
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
+    """How to replay: which engine (`commons`, `kueue`, `static`), the job model's restart overhead,
+    what to do with jobs the policy cannot name, and the guards against runaway engines."""
+
     engine: str = "commons"
     restart_overhead_s: float = 0.0
     #: Drop jobs naming unknown teams/classes/pools (with a count) instead of refusing the trace.
