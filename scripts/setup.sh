@@ -16,13 +16,17 @@ else
 fi
 
 if [ "$dev" = 1 ]; then
-  # A real browser for the dashboard tests (never `playwright install`: it downloads its own).
-  if ! command -v chromium >/dev/null 2>&1; then
+  # Debian packages the tests use: a real browser for the dashboard (never `playwright install`: it
+  # downloads its own) and pdftoppm to look at the invoice PDFs.
+  missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+  if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-        || echo "setup: could not install chromium; browser tests will be skipped" >&2
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+        || echo "setup: could not install ${missing[*]}; the tests that need them will be skipped" >&2
     else
-      echo "setup: chromium not found and not root; browser tests will be skipped" >&2
+      echo "setup: ${missing[*]} missing and not root; the tests that need them will be skipped" >&2
     fi
   fi
   # A real OpenID provider for the sign-in tests.
