@@ -56,8 +56,15 @@ export function svg(tag, attrs = {}, ...children) {
 /**
  * A table in a frame that scrolls sideways when the screen is narrow. `columns` are `[heading, class]`
  * pairs (class optional); `rows` are `<tr>` nodes. The caption is for screen readers unless `showCaption`.
+ * Each cell learns its column's heading (`data-label`): a `stack` table shows it on a narrow screen,
+ * where its rows become cards.
  */
 export function table({ cls, caption, columns, rows, showCaption = false }) {
+  for (const row of rows) {
+    [...row.children].forEach((cell, i) => {
+      if (cell.tagName === "TD" && !cell.dataset.label && columns[i]) cell.dataset.label = columns[i][0];
+    });
+  }
   return h(
     "div",
     { class: "table-wrap" },

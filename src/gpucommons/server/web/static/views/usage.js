@@ -77,7 +77,7 @@ export function render(data, ctx) {
 function budgetsTable(budgets, currency) {
   const rows = [...budgets].sort((a, b) => a.team.localeCompare(b.team));
   return table({
-    cls: "budgets",
+    cls: "budgets stack",
     caption: "Direct cost so far against each team's monthly budget",
     columns: [["Team"], ["Spent vs budget", "bar-cell"], ["Spent", "num"], ["Budget", "num"], ["Status"]],
     rows: rows.map((b) => {
@@ -111,7 +111,7 @@ function budgetStatus(b) {
 function hoursTable(rows) {
   const scale = Math.max(1e-9, ...rows.map((r) => r.gpuHours));
   return table({
-    cls: "hours",
+    cls: "hours stack",
     caption: "GPU-hours per team this month, with the part above quota",
     columns: [["Team"], ["Own vs borrowed", "bar-cell"], ["GPU-hours", "num"], ["of which borrowed", "num"], ["Tasks", "num"]],
     rows: rows.map((r) =>
@@ -155,7 +155,7 @@ function costs(r, month, ctx) {
     ),
     teams.length
       ? table({
-          cls: "costs",
+          cls: "costs stack",
           caption: `Costs per team for ${month} (${currency})`,
           showCaption: true,
           columns: [
