@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpucommons.api.errors import (
@@ -74,6 +75,16 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error_body(code, detail), status_code=exc.status_code, headers=exc.headers)
 
 
+async def _database_busy(_request: Request, exc: Exception) -> JSONResponse:
+    """SQLite answers "database is locked" when a writer waited past its busy timeout: the caller
+    did nothing wrong and may retry, so 503 with Retry-After, not a 500."""
+    if "locked" not in str(exc) and "busy" not in str(exc):
+        return await _unexpected(_request, exc)
+    log.warning("database busy: %s", str(exc).splitlines()[0])
+    body = error_body(ErrorCode.UNAVAILABLE, "the database is busy; retry in a moment")
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+
+
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error", exc_info=exc)
     err = InternalError("internal error; see the server log")
@@ -84,4 +95,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(CommonsError, _commons_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(OperationalError, _database_busy)
     app.add_exception_handler(Exception, _unexpected)

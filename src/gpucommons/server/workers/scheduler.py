@@ -58,6 +58,9 @@ from gpucommons.store.models import GpuAllocationRow, TaskRow, UsageIntervalRow
 
 log = logging.getLogger(__name__)
 
+#: Admissions reserved per transaction.
+RESERVE_CHUNK = 64
+
 
 @dataclass(frozen=True, slots=True)
 class TaskPaths:
@@ -549,29 +552,30 @@ class Scheduler:
         """
         launches: list[Launch] = []
         failed: list[tuple[str, str]] = []
-        if not admits:
-            return launches, failed
-        with self.db.session() as session:
-            rows = {
-                r.id: r
-                for r in session.scalars(select(TaskRow).where(TaskRow.id.in_([a.task_id for a in admits])))
-            }
-            for admit in admits:
-                reserved = self._reserve(session, rows.get(admit.task_id), admit, now)
-                if isinstance(reserved, Launch):
-                    launches.append(reserved)
-                elif reserved is not None:
-                    failed.append((admit.task_id, reserved))
-            if self.batch_starts:
+        # In chunks, so that no transaction holds SQLite's write lock for long under load.
+        for first in range(0, len(admits), RESERVE_CHUNK):
+            chunk = admits[first : first + RESERVE_CHUNK]
+            with self.db.session() as session:
+                ids = [a.task_id for a in chunk]
+                rows = {r.id: r for r in session.scalars(select(TaskRow).where(TaskRow.id.in_(ids)))}
+                reserved_here: list[Launch] = []
+                for admit in chunk:
+                    reserved = self._reserve(session, rows.get(admit.task_id), admit, now)
+                    if isinstance(reserved, Launch):
+                        reserved_here.append(reserved)
+                    elif reserved is not None:
+                        failed.append((admit.task_id, reserved))
+                if not self.batch_starts:
+                    launches += reserved_here
+                    continue
                 # Attempts that die with the server anyway start in the same transaction.
                 started = []
-                for launch in launches:
+                for launch in reserved_here:
                     try:
                         started.append((launch, self._start(launch), now))
                     except Exception as exc:
                         failed.append((launch.task_id, str(exc)))
                 self._record_started(rows, started)
-                launches = []
         return launches, failed
 
     def _launch_all(self, launches: list[Launch], failed: list[tuple[str, str]]) -> None:
