@@ -116,6 +116,16 @@ def task_body(job: SimJob) -> dict[str, Any]:
     }
 
 
+def post(client: httpx.Client, path: str, body: dict[str, Any], attempts: int = 5) -> httpx.Response:
+    """POST, retrying what the server asks to retry (503) a few times; the latency includes retries."""
+    for _ in range(attempts - 1):
+        response = client.post(path, json=body)
+        if response.status_code != 503:
+            return response
+        time.sleep(float(response.headers.get("retry-after", "1")))
+    return client.post(path, json=body)
+
+
 def submitter(url: str, token: str, work: queue.Queue[list[SimJob] | None], run: Run) -> None:
     """POST each job (a list of one), or each list as one batch request (`--batch`)."""
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
@@ -123,10 +133,10 @@ def submitter(url: str, token: str, work: queue.Queue[list[SimJob] | None], run:
             start = time.perf_counter()
             sent_at = time.time()
             if len(jobs) == 1:
-                response = client.post("/api/v1/tasks", json=task_body(jobs[0]))
+                response = post(client, "/api/v1/tasks", task_body(jobs[0]))
                 ids = [response.json().get("id")] if response.status_code == 201 else [None]
             else:
-                response = client.post("/api/v1/tasks/batch", json={"tasks": [task_body(j) for j in jobs]})
+                response = post(client, "/api/v1/tasks/batch", {"tasks": [task_body(j) for j in jobs]})
                 ids = (
                     [t["id"] for t in response.json()] if response.status_code == 201 else [None] * len(jobs)
                 )
