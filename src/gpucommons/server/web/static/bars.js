@@ -24,47 +24,44 @@ function rect(cls, fromPct, widthPct) {
   return svg("rect", { class: cls, x: `${fromPct}%`, y: 0, width: `${widthPct}%`, height: HEIGHT });
 }
 
-/**
- * A team's usage in one pool against its nominal quota: GPUs held within quota (solid), borrowed
- * above it (hatched), the rest of the quota (pale), and a tick at the nominal quota. `scale` is the same
- * for every team of a pool, so bars compare at a glance.
- */
-export function quotaBar({ used, borrowed, nominal, scale, label, limit = null }) {
-  const owned = Math.max(0, used - borrowed);
+/** The used part of a bar: held within quota (solid), then borrowed (coloured and hatched). */
+function usedSegments(owned, borrowed, scale) {
   const ownedPct = pct(owned, scale);
   const borrowedPct = pct(borrowed, scale);
-  const nominalPct = pct(nominal, scale);
+  return [
+    rect("bar-owned", 0, ownedPct),
+    rect("bar-borrowed", ownedPct, borrowedPct),
+    rect("bar-borrowed-hatch", ownedPct, borrowedPct),
+  ];
+}
+
+function tick(cls, value, scale) {
+  const x = `${pct(value, scale)}%`;
+  return svg("line", { class: cls, x1: x, x2: x, y1: 0, y2: HEIGHT });
+}
+
+/**
+ * A team's usage in one pool against its nominal quota: GPUs held within quota (solid), borrowed
+ * above it (hatched), the rest of the quota (pale), a tick at the nominal quota and a dashed one at
+ * nominal + borrow limit. `scale` is the same for every team of a pool, so bars compare at a glance.
+ */
+export function quotaBar({ used, borrowed, nominal, scale, label, limit = null }) {
   return bar(
     "bar",
     label,
     rect("bar-track", 0, 100),
-    rect("bar-quota", 0, nominalPct),
-    rect("bar-owned", 0, ownedPct),
-    rect("bar-borrowed", ownedPct, borrowedPct),
-    rect("bar-borrowed-hatch", ownedPct, borrowedPct),
-    nominal > 0
-      ? svg("line", { class: "bar-nominal", x1: `${nominalPct}%`, x2: `${nominalPct}%`, y1: 0, y2: HEIGHT })
-      : null,
+    rect("bar-quota", 0, pct(nominal, scale)),
+    ...usedSegments(Math.max(0, used - borrowed), borrowed, scale),
+    nominal > 0 ? tick("bar-nominal", nominal, scale) : null,
     // The most the team may hold (nominal + borrow limit), when the policy caps it.
-    limit !== null && limit > nominal
-      ? svg("line", { class: "bar-limit", x1: `${pct(limit, scale)}%`, x2: `${pct(limit, scale)}%`, y1: 0, y2: HEIGHT })
-      : null,
+    limit !== null && limit > nominal ? tick("bar-limit", limit, scale) : null,
   );
 }
 
 /** A pool's capacity split into GPUs used within quota, borrowed, and idle. */
 export function poolBar({ owned, borrowed, capacity, label }) {
   const scale = capacity || owned + borrowed || 1;
-  const ownedPct = pct(owned, scale);
-  const borrowedPct = pct(borrowed, scale);
-  return bar(
-    "bar bar-pool",
-    label,
-    rect("bar-idle", 0, 100),
-    rect("bar-owned", 0, ownedPct),
-    rect("bar-borrowed", ownedPct, borrowedPct),
-    rect("bar-borrowed-hatch", ownedPct, borrowedPct),
-  );
+  return bar("bar bar-pool", label, rect("bar-idle", 0, 100), ...usedSegments(owned, borrowed, scale));
 }
 
 /** The colour key shown with the bars: [[cssClass, text], ...] → list items. */
