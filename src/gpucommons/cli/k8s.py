@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from gpucommons.backends.kubernetes import RenderError, RenderOptions, render_files, render_stream
 from gpucommons.cli.main import app
+from gpucommons.domain.model import Policy
 from gpucommons.policy import PolicyError, load_policy
 
 k8s_app = typer.Typer(
@@ -21,30 +23,42 @@ k8s_app = typer.Typer(
 app.add_typer(k8s_app, name="k8s")
 
 
+# Site settings shared by `render` and `apply` (cli/k8s_apply.py): both must render the same objects.
+GpuResource = Annotated[str, typer.Option(help="The nodes' GPU resource name.")]
+NamespacePrefix = Annotated[str, typer.Option(help="Team namespaces are PREFIX + team name.")]
+PoolLabel = Annotated[str, typer.Option(help="Node label whose value names the node's pool.")]
+GroupPrefix = Annotated[str, typer.Option(help="Prefix your cluster's authentication adds to group names.")]
+InternetEgress = Annotated[
+    bool,
+    typer.Option("--internet-egress/--no-internet-egress", help="Let team pods reach non-private addresses."),
+]
+
+
+def load_policy_or_exit(policy_file: Path, nothing_done: str) -> Policy:
+    """The policy, or every error on stderr and exit 1 (`nothing_done`: "nothing rendered")."""
+    try:
+        return load_policy(policy_file)
+    except PolicyError as error:
+        for issue in error.issues:
+            typer.echo(issue.format(error.source), err=True)
+        typer.echo(f"{error.source}: policy refused; {nothing_done}", err=True)
+        raise typer.Exit(1) from None
+
+
 @k8s_app.command("render")
 def render_command(
     policy_file: Path = typer.Option(..., "--policy", "-p", help="The policy file (commons.yaml)."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write cluster.yaml, one file per team and kustomization.yaml here."
     ),
-    gpu_resource: str = typer.Option("nvidia.com/gpu", help="The nodes' GPU resource name."),
-    namespace_prefix: str = typer.Option("team-", help="Team namespaces are PREFIX + team name."),
-    pool_label: str = typer.Option(
-        "gpucommons.io/pool", help="Node label whose value names the node's pool."
-    ),
-    group_prefix: str = typer.Option("", help="Prefix your cluster's authentication adds to group names."),
-    internet_egress: bool = typer.Option(
-        True, "--internet-egress/--no-internet-egress", help="Let team pods reach non-private addresses."
-    ),
+    gpu_resource: GpuResource = "nvidia.com/gpu",
+    namespace_prefix: NamespacePrefix = "team-",
+    pool_label: PoolLabel = "gpucommons.io/pool",
+    group_prefix: GroupPrefix = "",
+    internet_egress: InternetEgress = True,
 ) -> None:
     """Render the policy; without --out, print one YAML stream for `kubectl apply -f -`."""
-    try:
-        policy = load_policy(policy_file)
-    except PolicyError as error:
-        for issue in error.issues:
-            typer.echo(issue.format(error.source), err=True)
-        typer.echo(f"{error.source}: policy refused; nothing rendered", err=True)
-        raise typer.Exit(1) from None
+    policy = load_policy_or_exit(policy_file, "nothing rendered")
     options = RenderOptions(
         gpu_resource=gpu_resource,
         namespace_prefix=namespace_prefix,

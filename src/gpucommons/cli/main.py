@@ -47,3 +47,4 @@ import gpucommons.cli.whatif  # noqa: E402,F401
 import gpucommons.cli.bench  # noqa: E402,F401
 import gpucommons.cli.invoice  # noqa: E402,F401
 import gpucommons.cli.advise  # noqa: E402,F401
+import gpucommons.cli.k8s_apply  # noqa: E402,F401

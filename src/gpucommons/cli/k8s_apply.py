@@ -1,0 +1,118 @@
+"""`commons k8s apply`: render the policy and write it to the cluster with server-side apply.
+
+A server-side dry run of every object always comes first; `--dry-run` stops there. The cluster is
+reached through the kubeconfig (the optional `kubernetes` client); every failure is one message and
+exit status 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpucommons.backends.kubernetes import RenderError, RenderOptions, checked_render
+from gpucommons.backends.kubernetes.apply import (
+    Action,
+    ApplyOptions,
+    ApplyReport,
+    PartiallyApplied,
+    apply_manifests,
+)
+from gpucommons.backends.kubernetes.connection import KubeError, connect
+from gpucommons.cli.k8s import (
+    GpuResource,
+    GroupPrefix,
+    InternetEgress,
+    NamespacePrefix,
+    PoolLabel,
+    k8s_app,
+    load_policy_or_exit,
+)
+
+console = Console(highlight=False, soft_wrap=True)
+
+_STYLE = {
+    Action.CREATED: "green",
+    Action.CONFIGURED: "yellow",
+    Action.UNCHANGED: "dim",
+    Action.PRUNED: "red",
+}
+_DRY_WORDS = {
+    Action.CREATED: "would be created",
+    Action.CONFIGURED: "would be configured",
+    Action.UNCHANGED: "unchanged",
+    Action.PRUNED: "would be pruned",
+}
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(1)
+
+
+def report_table(report: ApplyReport) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("KIND", "NAMESPACE", "NAME", "RESULT", "NOTE"):
+        # Fold rather than cut: output piped to a file or a CI log is 80 columns wide.
+        table.add_column(column, overflow="fold")
+    for row in report.results:
+        word = _DRY_WORDS[row.action] if report.dry_run else row.action.value
+        table.add_row(row.kind, row.namespace or "-", row.name, f"[{_STYLE[row.action]}]{word}[/]", row.note)
+    return table
+
+
+def summary_line(report: ApplyReport) -> str:
+    shown = [a for a in Action if a is not Action.PRUNED or report.count(a)]
+    if report.dry_run:
+        words = {Action.CREATED: "to create", Action.CONFIGURED: "to configure", Action.PRUNED: "to prune"}
+        counts = ", ".join(f"{report.count(a)} {words.get(a, a.value)}" for a in shown)
+        return f"server-side dry run, nothing was written: {counts}"
+    counts = ", ".join(f"{report.count(a)} {a.value}" for a in shown)
+    return f"applied with field manager gpucommons: {counts}"
+
+
+@k8s_app.command("apply")
+def apply_command(
+    policy_file: Path = typer.Option(..., "--policy", "-p", help="The policy file (commons.yaml)."),
+    kubeconfig: Path | None = typer.Option(
+        None, "--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)."
+    ),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context (default: current)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only the server-side dry run: write nothing."),
+    prune: bool = typer.Option(
+        False, "--prune", help="Delete GPU Commons objects that the policy no longer renders."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Take over fields that another field manager owns (server-side apply force)."
+    ),
+    gpu_resource: GpuResource = "nvidia.com/gpu",
+    namespace_prefix: NamespacePrefix = "team-",
+    pool_label: PoolLabel = "gpucommons.io/pool",
+    group_prefix: GroupPrefix = "",
+    internet_egress: InternetEgress = True,
+) -> None:
+    """Render the policy and server-side apply it (dry run first; objects in dependency order)."""
+    policy = load_policy_or_exit(policy_file, "nothing applied")
+    render_options = RenderOptions(
+        gpu_resource=gpu_resource,
+        namespace_prefix=namespace_prefix,
+        pool_label=pool_label,
+        group_prefix=group_prefix,
+        internet_egress=internet_egress,
+    )
+    try:
+        objects = checked_render(policy, render_options)
+    except RenderError as error:
+        raise _fail(f"{error}\nnothing applied") from None
+    try:
+        api = connect(kubeconfig, context)
+        report = apply_manifests(api, objects, ApplyOptions(dry_run=dry_run, prune=prune, force=force))
+    except PartiallyApplied as error:
+        raise _fail(f"error: {error}") from None
+    except KubeError as error:
+        raise _fail(f"error: {error}\nnothing was applied") from None
+    console.print(report_table(report))
+    console.print(summary_line(report))
