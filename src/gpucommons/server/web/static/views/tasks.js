@@ -7,7 +7,7 @@ import { isActiveState, plural } from "../format.js";
 
 export const title = "Tasks";
 //: Waiting tasks shown as cards, first in the queue first; the table lists the rest.
-const QUEUE_CARDS = 25;
+const QUEUE_CARDS = 10;
 
 const STATES = [
   ["active", "Active (waiting or running)"],
