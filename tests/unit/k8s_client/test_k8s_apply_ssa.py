@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from gpucommons.backends.kubernetes.apply import (
     Refused,
     apply_manifests,
 )
+from gpucommons.backends.kubernetes.connection import ClientMissing, connect
 from gpucommons.backends.kubernetes.kinds import apply_order
 
 pytestmark = pytest.mark.timeout(60)
@@ -210,3 +212,48 @@ def test_a_write_refused_after_a_clean_dry_run_says_how_far_it_got(tmp_path: Pat
     assert written == order.index("nlp") > 0
     assert f"{written} of {len(objects)} objects were applied before this error" in str(caught.value)
     assert "apply again" in str(caught.value)
+
+
+def _without_recsys() -> str:
+    text = EXAMPLE.read_text()
+    return text[: text.index("  - name: recsys")] + text[text.index("scheduling:") :]
+
+
+def test_prune_deletes_only_labelled_objects_the_policy_no_longer_renders(tmp_path: Path) -> None:
+    foreign = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-platform"}}
+    with fake_cluster(tmp_path) as (fake, api):
+        apply_manifests(api, example_objects(), ApplyOptions())
+        fake.seed("/api/v1/namespaces/ml-platform", foreign, manager="kubectl")
+        report = apply_manifests(api, example_objects(_without_recsys(), tmp_path), ApplyOptions(prune=True))
+        remaining = set(fake.objects)
+        deletes = [r for r in fake.writes() if r.method == "DELETE"]
+    pruned = [(r.kind, r.namespace, r.name) for r in report.results if r.action is Action.PRUNED]
+    assert pruned == [("ClusterQueue", "", "recsys"), ("Namespace", "", "team-recsys")]
+    assert [d.param("propagationPolicy") for d in deletes] == ["Background", "Background"]
+    assert "/api/v1/namespaces/ml-platform" in remaining
+    assert not any("recsys" in p for p in remaining)
+
+
+def test_prune_in_a_dry_run_deletes_nothing(tmp_path: Path) -> None:
+    with fake_cluster(tmp_path) as (fake, api):
+        apply_manifests(api, example_objects(), ApplyOptions())
+        before = set(fake.objects)
+        report = apply_manifests(
+            api, example_objects(_without_recsys(), tmp_path), ApplyOptions(prune=True, dry_run=True)
+        )
+        assert set(fake.objects) == before
+        assert all(r.param("dryRun") == "All" for r in fake.requests if r.method == "DELETE")
+    assert report.count(Action.PRUNED) == 2
+
+
+def test_prune_without_the_right_to_list_is_refused_before_any_write(tmp_path: Path) -> None:
+    with fake_cluster(tmp_path, forbidden={("list", "networkpolicies")}) as (fake, api):
+        with pytest.raises(Forbidden, match='cannot list resource "networkpolicies"'):
+            apply_manifests(api, example_objects(), ApplyOptions(prune=True))
+        assert fake.writes() == []
+
+
+def test_a_missing_kubernetes_client_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+    with pytest.raises(ClientMissing, match=r"pip install 'gpucommons\[kubernetes\]'"):
+        connect()
