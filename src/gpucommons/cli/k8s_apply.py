@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpucommons.backends.kubernetes import RenderError, RenderOptions, checked_render
@@ -60,7 +61,8 @@ def report_table(report: ApplyReport) -> Table:
         table.add_column(column, overflow="fold")
     for row in report.results:
         word = _DRY_WORDS[row.action] if report.dry_run else row.action.value
-        table.add_row(row.kind, row.namespace or "-", row.name, f"[{_STYLE[row.action]}]{word}[/]", row.note)
+        cells = (row.kind, row.namespace or "-", row.name)
+        table.add_row(*map(escape, cells), f"[{_STYLE[row.action]}]{word}[/]", escape(row.note))
     return table
 
 

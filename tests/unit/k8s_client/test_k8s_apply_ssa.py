@@ -88,8 +88,9 @@ def test_a_changed_quota_configures_only_that_teams_queue(tmp_path: Path) -> Non
         apply_manifests(api, example_objects(), ApplyOptions())
         report = apply_manifests(api, example_objects(changed, tmp_path), ApplyOptions())
         queue = fake.objects["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/vision"]
-    configured = [(r.kind, r.name) for r in report.results if r.action is Action.CONFIGURED]
-    assert configured == [("ClusterQueue", "vision")]
+    configured = [(r.kind, r.name, r.note) for r in report.results if r.action is Action.CONFIGURED]
+    path = "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota"
+    assert configured == [("ClusterQueue", "vision", f"{path}: 8 → 6")]
     a100 = queue["spec"]["resourceGroups"][0]["flavors"][0]
     assert a100["name"] == "a100" and a100["resources"][0]["nominalQuota"] == 6
     assert queue["metadata"]["generation"] == 2

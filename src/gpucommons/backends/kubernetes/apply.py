@@ -193,6 +193,46 @@ def _comparable(obj: Manifest) -> Manifest:
     return {**{k: v for k, v in obj.items() if k not in ("metadata", "status")}, "metadata": meta}
 
 
+def _item(path: str, index: int, before: Any, after: Any) -> str:
+    """`flavors[h100]` for list items that carry the same name, else `flavors[0]`."""
+    name = before.get("name") if isinstance(before, dict) else None
+    same = name is not None and isinstance(after, dict) and after.get("name") == name
+    return f"{path}[{name if same else index}]"
+
+
+def changes(before: Any, after: Any, path: str = "") -> list[str]:
+    """`spec...flavors[h100].resources[nvidia.com/gpu].nominalQuota: 16 → 20` for each leaf that
+    differs (lists of equal length item by item)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[str] = []
+        for key in [*before, *(k for k in after if k not in before)]:
+            if before.get(key) != after.get(key):
+                out += changes(before.get(key), after.get(key), f"{path}.{key}" if path else key)
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            c
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+            for c in changes(b, a, _item(path, i, b, a))
+        ]
+    if before is None:
+        return [f"{path}: added"]
+    if after is None:
+        return [f"{path}: removed"]
+    if isinstance(before, dict | list) or isinstance(after, dict | list):
+        return [f"{path}: changed"]
+    return [f"{path}: {before} → {after}"]
+
+
+def change_note(live: Manifest | None, applied: Manifest, limit: int = 3) -> str:
+    """What a `configured` object changes, short enough for a table cell."""
+    if live is None:
+        return ""
+    found = changes(_comparable(live), _comparable(applied))
+    more = f" (+{len(found) - limit} more)" if len(found) > limit else ""
+    return "; ".join(found[:limit]) + more
+
+
 def classify(live: Manifest | None, applied: Manifest) -> Action:
     """Created when nothing was there; unchanged when only server-maintained fields differ."""
     if live is None:
@@ -247,7 +287,7 @@ def dry_run_all(api: KubeApi, objects: Sequence[Manifest], options: ApplyOptions
         action = classify(live, answer)
         if kind.kind == "Namespace" and action is Action.CREATED:
             new_namespaces.add(obj["metadata"]["name"])
-        planned.append(_Planned(obj, kind, live, _result(obj, action)))
+        planned.append(_Planned(obj, kind, live, _result(obj, action, change_note(live, answer))))
     return planned
 
 
@@ -262,7 +302,7 @@ def apply_all(api: KubeApi, planned: Sequence[_Planned], options: ApplyOptions) 
                 f"{error}\n{len(results)} of {len(planned)} objects were applied before this error; "
                 "fix it and apply again (applying is idempotent)"
             ) from None
-        results.append(_result(plan.obj, classify(plan.live, answer)))
+        results.append(_result(plan.obj, classify(plan.live, answer), change_note(plan.live, answer)))
     return results
 
 
