@@ -120,7 +120,9 @@ def test_dry_run_against_an_applied_cluster_shows_the_one_change(tmp_path: Path)
         "recsys",
         "vision",
     ]
-    assert all(not r.note for r in report.results)  # namespaces exist: the server checked everything
+    notes = {r.note for r in report.results if r.action is Action.CONFIGURED}
+    assert notes == {"spec.queueingStrategy: BestEffortFIFO → StrictFIFO"}
+    assert not any("new namespace" in r.note for r in report.results)  # the server checked everything
 
 
 def test_a_field_owned_by_another_manager_stops_the_apply_before_any_write(tmp_path: Path) -> None:
