@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 from datetime import UTC, datetime
 from functools import cache
@@ -20,7 +21,7 @@ from gpucommons.backends.kubernetes.observe import (
     open_intervals,
     replay,
 )
-from gpucommons.ledger import EndReason, UsageInterval
+from gpucommons.ledger import EndReason, UsageInterval, write_usage_csv
 from gpucommons.policy import load_policy
 
 RECORDING = Path(__file__).parent / "recordings" / "workload_preempted_then_finished.json"
@@ -149,3 +150,14 @@ def test_a_job_we_did_not_create_is_billed_under_its_workload_name() -> None:
         foreign.append((event, obj, seen))
     _, [interval] = replay(foreign, _names())
     assert interval.task_id == "team-nlp/job-commons-t0a1b2c3d4e-5b2c1" and interval.team == "nlp"
+
+
+def test_the_observed_intervals_are_contract_4_rows() -> None:
+    _, intervals = replay(_events(), _names())
+    out = io.StringIO()
+    write_usage_csv(intervals, out)
+    assert out.getvalue().splitlines() == [
+        "task_id,team,pool,gpus,start,end,priority,borrowed_gpus,end_reason",
+        "t0a1b2c3d4e,nlp,h100,8,2026-11-30T10:05:00Z,2026-11-30T11:00:30Z,training,0,preempted",
+        "t0a1b2c3d4e,nlp,h100,8,2026-11-30T11:20:00Z,2026-11-30T13:20:00Z,training,0,succeeded",
+    ]
