@@ -77,8 +77,10 @@ def test_a_second_apply_changes_nothing_and_says_so(tmp_path: Path) -> None:
     with fake_cluster(tmp_path) as (fake, api):
         apply_manifests(api, objects, ApplyOptions())
         versions = {p: o["metadata"]["resourceVersion"] for p, o in fake.objects.items()}
+        writes = len(fake.writes())
         report = apply_manifests(api, objects, ApplyOptions())
         assert {p: o["metadata"]["resourceVersion"] for p, o in fake.objects.items()} == versions
+        assert len(fake.writes()) == writes, "what the dry run found unchanged is not sent again"
     assert report.count(Action.UNCHANGED) == len(objects)
 
 

@@ -292,9 +292,13 @@ def dry_run_all(api: KubeApi, objects: Sequence[Manifest], options: ApplyOptions
 
 
 def apply_all(api: KubeApi, planned: Sequence[_Planned], options: ApplyOptions) -> list[ObjectResult]:
-    """Step 3, in the same order as the dry run."""
+    """Step 3, in the same order as the dry run. What the dry run found unchanged is not sent again:
+    the server would not write it either (a no-op apply), and it saves a third of the requests."""
     results: list[ObjectResult] = []
     for plan in planned:
+        if plan.result.action is Action.UNCHANGED:
+            results.append(plan.result)
+            continue
         try:
             answer = server_side_apply(api, plan.obj, options, dry_run=False)
         except KubeError as error:

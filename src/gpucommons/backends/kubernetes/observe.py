@@ -21,7 +21,7 @@ eviction missed between two admissions ends the older interval at the newer admi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -112,12 +112,15 @@ class Hold:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LedgerState:
+    """What the observer remembers between events. Mutable on purpose: a cluster has tens of
+    thousands of Workloads, and copying the state at every event made replay quadratic."""
+
     #: Workload uid → its open interval.
-    holds: Mapping[str, Hold] = field(default_factory=dict)
-    #: (uid, start) of intervals already written: a re-list must not write them again.
-    written: frozenset[tuple[str, datetime]] = frozenset()
+    holds: dict[str, Hold] = field(default_factory=dict)
+    #: Workload uid → starts of its intervals already written: a re-list must not write them again.
+    written: dict[str, set[datetime]] = field(default_factory=dict)
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -202,24 +205,24 @@ def _hold_from(view: WorkloadView, now: datetime) -> Hold | None:
 
 def observe(
     state: LedgerState, event: str, obj: Manifest, now: datetime, names: ClusterNames
-) -> tuple[LedgerState, list[UsageInterval]]:
-    """One watch event (`ADDED`, `MODIFIED`, `DELETED`) → the new state and the intervals it closed.
+) -> list[UsageInterval]:
+    """One watch event (`ADDED`, `MODIFIED`, `DELETED`) → the intervals it closes; `state` is updated.
 
-    `now` is when the event was seen: used only when the object carries no time of its own.
+    No I/O and no clock: `now` is when the event was seen, used only when the object carries no
+    time of its own.
     """
     view = read_workload(obj, names)
     if view is None:
-        return state, []
-    holds = dict(state.holds)
-    written = set(state.written)
+        return []
+    written = state.written.setdefault(view.uid, set())
     closed: list[UsageInterval] = []
-    held = holds.pop(view.uid, None)
+    held = state.holds.pop(view.uid, None)
     current = _hold_from(view, now)
 
     def close(hold: Hold, end: datetime, reason: EndReason) -> None:
-        if (view.uid, hold.start) not in written:
+        if hold.start not in written:
             closed.append(hold.close(end, reason))
-            written.add((view.uid, hold.start))
+            written.add(hold.start)
 
     if view.finished is not None and view.finished.status:
         hold = held or current
@@ -234,40 +237,36 @@ def observe(
             evicted_at = view.evicted.at if view.evicted is not None else None
             end = evicted_at if evicted_at is not None and evicted_at <= current.start else current.start
             close(held, end, EndReason.PREEMPTED)
-        if (view.uid, current.start) not in written:
-            holds[view.uid] = current
+        if current.start not in written:
+            state.holds[view.uid] = current
     elif held is not None:
         # Admission cleared after an eviction: the pods are gone, the GPUs are free.
         released = view.admitted.at if view.admitted is not None and not view.admitted.status else None
         close(held, released or now, _eviction_reason(view))
-    if event == "DELETED":
-        written = {w for w in written if w[0] != view.uid}
-    return replace(state, holds=holds, written=frozenset(written)), closed
+    if event == "DELETED" or not written:
+        state.written.pop(view.uid, None)
+    return closed
 
 
 def replay(
     events: list[tuple[str, Manifest, datetime]], names: ClusterNames, state: LedgerState | None = None
 ) -> tuple[LedgerState, list[UsageInterval]]:
     """`observe` over a recorded sequence of (event, Workload, seen at)."""
-    state = state or LedgerState()
+    state = state if state is not None else LedgerState()
     out: list[UsageInterval] = []
     for event, obj, seen in events:
-        state, closed = observe(state, event, obj, seen, names)
-        out += closed
+        out += observe(state, event, obj, seen, names)
     return state, out
 
 
-def forget_missing(
-    state: LedgerState, present: set[str], now: datetime
-) -> tuple[LedgerState, list[UsageInterval]]:
+def forget_missing(state: LedgerState, present: set[str], now: datetime) -> list[UsageInterval]:
     """After a re-list: Workloads held open but no longer listed were deleted while nobody watched;
-    their intervals end now, cancelled (the best we know)."""
-    gone = {uid: hold for uid, hold in state.holds.items() if uid not in present}
-    if not gone:
-        return state, []
-    holds = {uid: hold for uid, hold in state.holds.items() if uid in present}
-    written = frozenset(w for w in state.written if w[0] not in gone)
-    return LedgerState(holds, written), [h.close(now, EndReason.CANCELLED) for h in gone.values()]
+    their intervals end now, cancelled (the best we know). Forgets every unlisted Workload."""
+    gone = [uid for uid in state.holds if uid not in present]
+    closed = [state.holds.pop(uid).close(now, EndReason.CANCELLED) for uid in gone]
+    for uid in [uid for uid in state.written if uid not in present]:
+        del state.written[uid]
+    return closed
 
 
 def open_intervals(state: LedgerState, now: datetime) -> list[UsageInterval]:

@@ -30,19 +30,17 @@ class _Relist(Exception):
 
 def _list(
     api: KubeApi, state: LedgerState, names: ClusterNames, sink: Sink, clock: Callable[[], datetime]
-) -> tuple[LedgerState, str]:
+) -> str:
     body = api.request("GET", KINDS["Workload"].collection_path()).body
     now = clock()
     present = set()
     for obj in body.get("items", []):
         present.add(obj.get("metadata", {}).get("uid", ""))
-        state, closed = observe(state, "ADDED", obj, now, names)
-        for interval in closed:
+        for interval in observe(state, "ADDED", obj, now, names):
             sink(interval)
-    state, closed = forget_missing(state, present, now)
-    for interval in closed:
+    for interval in forget_missing(state, present, now):
         sink(interval)
-    return state, str(body.get("metadata", {}).get("resourceVersion", ""))
+    return str(body.get("metadata", {}).get("resourceVersion", ""))
 
 
 def _watch(
@@ -53,7 +51,7 @@ def _watch(
     sink: Sink,
     clock: Callable[[], datetime],
     stop: threading.Event,
-) -> tuple[LedgerState, str]:
+) -> str:
     query = [
         ("watch", "1"),
         ("resourceVersion", version),
@@ -74,12 +72,11 @@ def _watch(
             version = str(obj.get("metadata", {}).get("resourceVersion", version))
             if kind == "BOOKMARK":
                 continue
-            state, closed = observe(state, kind, obj, clock(), names)
-            for interval in closed:
+            for interval in observe(state, kind, obj, clock(), names):
                 sink(interval)
     finally:
         response.release_conn()
-    return state, version
+    return version
 
 
 def watch_workloads(
@@ -94,13 +91,13 @@ def watch_workloads(
     """Feed `sink` every interval Kueue's Workloads close, until `stop` is set (or, with `once`,
     after one list and one watch stream). Returns the state, whose open holds are the running tasks."""
     stop = stop or threading.Event()
-    state = state or LedgerState()
+    state = state if state is not None else LedgerState()
     version = ""
     while not stop.is_set():
         try:
             if not version:
-                state, version = _list(api, state, names, sink, clock)
-            state, version = _watch(api, state, version, names, sink, clock, stop)
+                version = _list(api, state, names, sink, clock)
+            version = _watch(api, state, version, names, sink, clock, stop)
         except (_Relist, ValueError):
             version = ""
         except ApiStatus as status:
