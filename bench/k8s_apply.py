@@ -25,12 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.policy import policy_text  # noqa: E402
+from tests.unit.k8s_client.k8s_fake_apiserver import FakeApiServer  # noqa: E402
+
 from gpucommons.backends.kubernetes import checked_render  # noqa: E402
 from gpucommons.backends.kubernetes.apply import ApplyOptions, apply_manifests  # noqa: E402
 from gpucommons.backends.kubernetes.connection import connect  # noqa: E402
 from gpucommons.backends.kubernetes.observe import ClusterNames, replay  # noqa: E402
 from gpucommons.policy import parse_policy  # noqa: E402
-from tests.unit.k8s_client.k8s_fake_apiserver import FakeApiServer  # noqa: E402
 
 RECORDING = REPO / "tests" / "unit" / "k8s_client" / "recordings" / "workload_preempted_then_finished.json"
 
