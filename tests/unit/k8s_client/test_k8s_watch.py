@@ -61,3 +61,14 @@ def test_a_hold_whose_workload_vanished_while_unwatched_ends_at_the_relist(tmp_p
         state = watch_workloads(api, _names(), written.append, clock=lambda: NOW, state=state, once=True)
     assert [(i.end, i.end_reason) for i in written] == [(NOW, EndReason.CANCELLED)]
     assert state == LedgerState()
+
+
+def test_an_expired_watch_version_ends_the_stream_quietly_and_the_next_round_lists_again(tmp_path: Path) -> None:
+    gone = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 410}
+    gone.update(reason="Expired", message="too old resource version: 1000 (2000)")
+    with fake_cluster(tmp_path) as (fake, api):
+        fake.watch_events = [{"type": "ERROR", "object": gone}]
+        state = watch_workloads(api, _names(), lambda _: None, clock=lambda: NOW, once=True)
+        watch_workloads(api, _names(), lambda _: None, clock=lambda: NOW, state=state, once=True)
+        lists = [r for r in fake.requests if r.path.endswith("/workloads") and r.param("watch") is None]
+    assert len(lists) == 2 and state == LedgerState()
