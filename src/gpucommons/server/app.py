@@ -24,7 +24,8 @@ from gpucommons.server.metrics import Metrics
 from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
-from gpucommons.server.workers.scheduler import Scheduler, TaskPaths
+from gpucommons.server.workers.launching import LaunchBuilder, TaskPaths
+from gpucommons.server.workers.scheduler import Scheduler
 from gpucommons.store.db import Database
 from gpucommons.store.migrate import upgrade
 
@@ -52,12 +53,14 @@ def build_context(
         lambda: (holder.policy, holder.version),
         executor,
         clock,
-        TaskPaths(settings.home),
-        server_url=f"http://{settings.host}:{settings.port}",
+        LaunchBuilder(
+            TaskPaths(settings.home),
+            server_url=f"http://{settings.host}:{settings.port}",
+            accounts=accounts,
+            inventory=inventory,
+        ),
         tick_s=settings.scheduler_tick_s,
         hooks=metrics,
-        inventory=inventory,
-        accounts=accounts,
         batch_starts=isinstance(executor, TimerExecutor),
     )
     if isinstance(executor, TimerExecutor):

@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpucommons.engine.types import Decisions
-from gpucommons.server.workers.scheduler import SchedulerHooks
+from gpucommons.server.workers.outputs import SchedulerHooks
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ way the simulator does (seq = global submission sequence, queued_at = when it (r
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from gpucommons.backends.ports import ExitStatus, Handle
@@ -89,3 +90,38 @@ def lost_gpu_seconds(row: TaskRow, ended_at: float) -> float:
     if row.checkpoint_mode == CheckpointMode.ON_SIGNAL.value and row.killed_at is None:
         return 0.0
     return (stop_at - saved) * row.gpus
+
+
+def admitted_order(row: TaskRow) -> tuple[float, int]:
+    return (row.admitted_at or row.queued_at, row.seq)
+
+
+def ended_at(handle: Handle, now: float, started_at: float | None) -> float:
+    """When the attempt ended: its exit file's time if there is one (exact even after a server
+    restart), else now."""
+    at = now
+    if handle.exit_file is not None:
+        with contextlib.suppress(OSError):
+            at = min(now, handle.exit_file.stat().st_mtime)
+    if started_at is not None:
+        at = max(at, started_at)
+    return at
+
+
+def clear_attempt(row: TaskRow, keep_placement: bool = False) -> None:
+    """Forget the ended attempt's process and stop; keep where it ran for a finished task."""
+    if not keep_placement:
+        row.assigned_pool = None
+        row.placement = []
+        row.gpu_indices = []
+        row.borrowed_gpus = row.borrowed_cpu_milli = row.borrowed_memory_mib = 0
+    row.pid = None
+    row.start_marker = None
+    row.exit_file = None
+    row.task_token_hash = None
+    row.stop_reason = None
+    row.stop_requested_at = None
+    row.stop_deadline = None
+    row.killed_at = None
+    row.preempted_by = None
+    row.cancel_requested = row.cancel_requested and keep_placement

@@ -24,22 +24,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from gpucommons.backends.local.accounts import AccountError, TeamAccounts
-from gpucommons.backends.local.inventory import Inventory
+from gpucommons.backends.local.accounts import AccountError
 from gpucommons.backends.local.stopping import StopAction, StopPlan, next_stop_step, parse_signal
 from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch
 from gpucommons.domain.model import Policy, PriorityClass
-from gpucommons.domain.resources import Resources
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine import decide
 from gpucommons.engine.state import ClusterState
-from gpucommons.engine.types import Admit, Decisions, EngineConfig, Pending, Preempt
+from gpucommons.engine.types import Admit, EngineConfig, Pending, Preempt
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at, unsaved_gpu_seconds
 from gpucommons.server.services.ledger import close_interval, open_interval, open_intervals
@@ -47,12 +43,17 @@ from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.tasks import LIVE_STATES, hash_task_token
 from gpucommons.server.workers.attempts import (
     admission_of,
+    admitted_order,
+    clear_attempt,
+    ended_at,
     handle_of,
     lost_gpu_seconds,
     outcome,
     pool_gpu_indices,
     task_request,
 )
+from gpucommons.server.workers.launching import LaunchBuilder
+from gpucommons.server.workers.outputs import CycleStats, SchedulerHooks, UsageView
 from gpucommons.store.db import Database
 from gpucommons.store.models import GpuAllocationRow, TaskRow, UsageIntervalRow
 
@@ -62,67 +63,6 @@ log = logging.getLogger(__name__)
 RESERVE_CHUNK = 64
 
 
-@dataclass(frozen=True, slots=True)
-class TaskPaths:
-    """Where a task's files live under $COMMONS_HOME."""
-
-    home: Path
-
-    def checkpoints(self, team: str, task_id: str) -> Path:
-        return self.home / "checkpoints" / team / task_id
-
-    def log(self, task_id: str) -> Path:
-        return self.home / "logs" / f"{task_id}.log"
-
-
-@dataclass
-class CycleStats:
-    admitted: int = 0
-    preempted: int = 0
-    ended: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class UsageView:
-    """What each team holds and waits for, as of the end of the last cycle.
-
-    Read by the API without the scheduler's lock, so that reads never wait for a cycle to finish.
-    """
-
-    usage: dict[tuple[str, str], Resources]
-    pending_tasks: dict[str, int]
-    pending_gpus: dict[str, int]
-    running_tasks: dict[str, int]
-    free_gpus: dict[str, int]
-
-    @classmethod
-    def of(cls, state: ClusterState) -> UsageView:
-        policy = state.policy
-        pending_gpus: dict[str, int] = {t: 0 for t in policy.team_names}
-        for task in state.iter_pending():
-            pending_gpus[task.team] = pending_gpus.get(task.team, 0) + task.resources.gpus
-        return cls(
-            usage={(t.name, q.pool): state.usage(t.name, q.pool) for t in policy.teams for q in t.quotas},
-            pending_tasks={t: state.pending_count(t) for t in policy.team_names},
-            pending_gpus=pending_gpus,
-            running_tasks={t: state.running_count(t) for t in policy.team_names},
-            free_gpus={p.name: state.free_gpus(p.name) for p in policy.pools},
-        )
-
-
-class SchedulerHooks:
-    """What the scheduler reports (metrics); the default does nothing."""
-
-    def cycle_done(self, seconds: float, decisions: Decisions) -> None:
-        pass
-
-    def admitted(self, team: str, pool: str, borrowed_gpus: int) -> None:
-        pass
-
-    def preempted(self, team: str, reason: str) -> None:
-        pass
-
-
 class Scheduler:
     def __init__(
         self,
@@ -130,30 +70,22 @@ class Scheduler:
         policy: Callable[[], tuple[Policy, int]],
         executor: Executor,
         clock: Clock,
-        paths: TaskPaths,
+        launcher: LaunchBuilder,
         *,
-        server_url: str = "",
         tick_s: float = 0.5,
         hooks: SchedulerHooks | None = None,
         config: EngineConfig | None = None,
-        inventory: Callable[[Policy], Inventory] | None = None,
-        accounts: TeamAccounts | None = None,
         batch_starts: bool = False,
     ) -> None:
         self.db = db
         self._policy_source = policy
         self.executor = executor
         self.clock = clock
-        self.paths = paths
-        self.server_url = server_url
+        self.launcher = launcher
+        self.paths = launcher.paths
         self.tick_s = tick_s
         self.hooks = hooks or SchedulerHooks()
         self.config = config or EngineConfig.commons()
-        #: Maps the engine's pool-wide GPU numbers to this machine's CUDA indices (None: identity);
-        #: found again whenever the policy changes (its pools may have).
-        self._discover = inventory
-        #: Team accounts and workspaces (None: no files are prepared, e.g. the timer executor).
-        self.accounts = accounts
         #: Store the handles of a cycle's launches in one transaction: only for executors whose
         #: attempts cannot outlive the server (the timer executor); real processes are recorded one
         #: by one, so a crash never leaves a running process the store does not know.
@@ -168,7 +100,7 @@ class Scheduler:
         self._policy_version = version
         self.state = ClusterState(policy_now)
         self.usage = UsageView.of(self.state)
-        self.inventory = inventory(policy_now) if inventory is not None else None
+        self.launcher.use_policy(policy_now)
         #: Why each pending task waits, from the last cycle (the queue endpoint reads it).
         self.pending: dict[str, Pending] = {}
         self.last_cycle_at: float | None = None
@@ -228,8 +160,8 @@ class Scheduler:
         """Rebuild the engine's state from the store (startup, or after a failed write)."""
         with self.lock:
             policy, version = self._policy_source()
-            if version != self._policy_version and self._discover is not None:
-                self.inventory = self._discover(policy)
+            if version != self._policy_version:
+                self.launcher.use_policy(policy)
             self.policy, self._policy_version = policy, version
             state = ClusterState(policy)
             self._inbox.clear()
@@ -239,7 +171,7 @@ class Scheduler:
                     .where(TaskRow.state.in_([TaskState.PENDING.value, *LIVE_STATES]))
                     .order_by(TaskRow.seq)
                 ).all()
-                live = sorted((r for r in rows if r.state != TaskState.PENDING.value), key=_admitted_order)
+                live = sorted((r for r in rows if r.state != TaskState.PENDING.value), key=admitted_order)
                 for row in live:
                     state.add_pending(task_request(row, policy))
                     state.admit(row.id, admission_of(row), row.admitted_at or row.queued_at)
@@ -272,7 +204,7 @@ class Scheduler:
                     switch_task_state(
                         session, row, TaskState.PENDING, now, "the server stopped before launch; requeued"
                     )
-                    _clear_attempt(row)
+                    clear_attempt(row)
             self.rebuild()
         self.cycle()
 
@@ -313,8 +245,7 @@ class Scheduler:
         if version != self._policy_version:
             self.state.set_policy(policy)
             self.policy, self._policy_version = policy, version
-            if self._discover is not None:
-                self.inventory = self._discover(policy)
+            self.launcher.use_policy(policy)
 
     def _take_inbox(self) -> None:
         if not self._inbox:
@@ -464,35 +395,35 @@ class Scheduler:
     # --- an attempt ended ------------------------------------------------------------------------
 
     def _settle(self, session: Session, row: TaskRow, handle: Handle, status: ExitStatus, now: float) -> None:
-        ended_at = _ended_at(handle, now, row.started_at)
+        at = ended_at(handle, now, row.started_at)
         new_state, reason, message = outcome(row, status)
-        lost = lost_gpu_seconds(row, ended_at) if reason is EndReason.PREEMPTED else 0.0
-        self._release_resources(session, row, ended_at, reason, lost)
+        lost = lost_gpu_seconds(row, at) if reason is EndReason.PREEMPTED else 0.0
+        self._release_resources(session, row, at, reason, lost)
         row.exit_code = (
             status.code if status.code is not None else (-status.signal if status.signal else None)
         )
         if new_state is TaskState.PENDING:
             row.lost_gpu_seconds += lost
             if row.state != TaskState.PREEMPTING.value:
-                switch_task_state(session, row, TaskState.PREEMPTING, ended_at, "attempt ended; requeueing")
+                switch_task_state(session, row, TaskState.PREEMPTING, at, "attempt ended; requeueing")
             row.restart_count += 1
-            row.queued_at = ended_at
+            row.queued_at = at
             switch_task_state(
                 session,
                 row,
                 TaskState.PENDING,
-                ended_at,
+                at,
                 message + (f"; lost {lost:.0f} GPU-s" if lost else ""),
             )
-            _clear_attempt(row)
+            clear_attempt(row)
             if self.state.running(row.id) is not None:
-                self.state.requeue(row.id, ended_at)
+                self.state.requeue(row.id, at)
         else:
-            row.finished_at = ended_at
-            switch_task_state(session, row, new_state, ended_at, message)
-            _clear_attempt(row, keep_placement=True)
+            row.finished_at = at
+            switch_task_state(session, row, new_state, at, message)
+            clear_attempt(row, keep_placement=True)
             if self.state.running(row.id) is not None:
-                self.state.finish(row.id, ended_at)
+                self.state.finish(row.id, at)
         self._handles.pop(row.id, None)
         release = getattr(self.executor, "release", None)
         if callable(release):
@@ -640,7 +571,7 @@ class Scheduler:
         open_interval(session, row, now)
         self.hooks.admitted(request.team, admit.admission.pool, borrowed.gpus)
         try:
-            return self._launch(row, token)
+            return self.launcher.launch(row, token)
         except (ValueError, OSError, AccountError) as exc:
             return str(exc)
 
@@ -648,38 +579,6 @@ class Scheduler:
         """Lowest free GPU indices of the pool, when the engine placed the task without indices."""
         taken = set(session.scalars(select(GpuAllocationRow.gpu_index).where(GpuAllocationRow.pool == pool)))
         return [i for i in range(capacity) if i not in taken][:want]
-
-    def _launch(self, row: TaskRow, token: str) -> Launch:
-        """The attempt's launch: the team's workspace and account, its checkpoint dir, its env."""
-        if self.accounts is not None:
-            place = self.accounts.prepare_task(row.team, row.id)
-            workdir, ckpt, run_as = place.workdir, place.checkpoint_dir, place.run_as
-        else:
-            workdir, ckpt, run_as = self.paths.home, self.paths.checkpoints(row.team, row.id), None
-        log_path = self.paths.log(row.id)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {
-            "COMMONS_TASK_ID": row.id,
-            "COMMONS_TEAM": row.team,
-            "COMMONS_CHECKPOINT_DIR": str(ckpt),
-            "COMMONS_RESTART_COUNT": str(row.restart_count),
-            "COMMONS_TOKEN": token,
-        }
-        if self.server_url:
-            env["COMMONS_URL"] = self.server_url
-        devices = tuple(row.gpu_indices)
-        if self.inventory is not None and row.assigned_pool and devices:
-            devices = self.inventory.device_indices(row.assigned_pool, devices)
-        return Launch(
-            task_id=row.id,
-            team=row.team,
-            command=tuple(row.command),
-            env=env,
-            workdir=workdir,
-            log_path=log_path,
-            gpu_indices=devices,
-            run_as=run_as,
-        )
 
     def _start(self, launch: Launch) -> Handle:
         if self.batch_starts:  # in-process attempts print nothing: no log file to mark
@@ -724,38 +623,3 @@ class Scheduler:
                 row.finished_at = now
                 switch_task_state(session, row, TaskState.FAILED, now, f"could not start: {reason}")
         self.state.finish(task_id, now)
-
-
-def _admitted_order(row: TaskRow) -> tuple[float, int]:
-    return (row.admitted_at or row.queued_at, row.seq)
-
-
-def _ended_at(handle: Handle, now: float, started_at: float | None) -> float:
-    """When the attempt ended: its exit file's time if there is one (exact even after a server
-    restart), else now."""
-    at = now
-    if handle.exit_file is not None:
-        with contextlib.suppress(OSError):
-            at = min(now, handle.exit_file.stat().st_mtime)
-    if started_at is not None:
-        at = max(at, started_at)
-    return at
-
-
-def _clear_attempt(row: TaskRow, keep_placement: bool = False) -> None:
-    """Forget the ended attempt's process and stop; keep where it ran for a finished task."""
-    if not keep_placement:
-        row.assigned_pool = None
-        row.placement = []
-        row.gpu_indices = []
-        row.borrowed_gpus = row.borrowed_cpu_milli = row.borrowed_memory_mib = 0
-    row.pid = None
-    row.start_marker = None
-    row.exit_file = None
-    row.task_token_hash = None
-    row.stop_reason = None
-    row.stop_requested_at = None
-    row.stop_deadline = None
-    row.killed_at = None
-    row.preempted_by = None
-    row.cancel_requested = row.cancel_requested and keep_placement
