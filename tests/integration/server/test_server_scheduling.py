@@ -117,7 +117,9 @@ def test_metrics_report_use_borrowing_queue_and_cycle_latency(harness: Harness) 
     harness.wait_state(str(big["id"]), "running")
     harness.submit(team="a", gpus=2, command=["true"])
     harness.cycle()
-    text = harness.http.get("/metrics").text
+    assert harness.http.get("/metrics").status_code == 401  # it labels usage by team
+    assert harness.http.get("/metrics", headers=harness.member_token("a")).status_code == 403
+    text = harness.http.get("/metrics", headers=harness.admin).text
     assert 'commons_gpus_used{pool="gpu",team="a"} 3.0' in text
     assert 'commons_gpus_borrowed{pool="gpu",team="a"} 1.0' in text
     assert 'commons_gpus_idle_quota{pool="gpu",team="b"} 2.0' in text

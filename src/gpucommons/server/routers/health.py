@@ -1,4 +1,8 @@
-"""`/healthz` and `/metrics` (Prometheus text format). Unauthenticated, as scrapers expect."""
+"""`/healthz` (open, for load balancers) and `/metrics` (Prometheus text format).
+
+`/metrics` labels GPU use by team, so it needs a token that may read every team's usage (a platform
+admin's or finance's): Prometheus sends it with `authorization: {credentials_file: ...}`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from fastapi import APIRouter, Response
 
 from gpucommons import __version__
 from gpucommons.api import schemas
-from gpucommons.server.deps import ContextDep
+from gpucommons.identity.authz import Action, authorize
+from gpucommons.server.deps import ContextDep, CurrentPrincipal
 from gpucommons.server.services.convert import utc_or_none
 
 router = APIRouter(tags=["health"])
@@ -26,5 +31,6 @@ def healthz(ctx: ContextDep) -> schemas.Health:
 
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
-def metrics(ctx: ContextDep) -> Response:
+def metrics(ctx: ContextDep, who: CurrentPrincipal) -> Response:
+    authorize(who, Action.USAGE_READ)
     return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
