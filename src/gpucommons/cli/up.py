@@ -6,6 +6,7 @@ The one CLI module that imports the server (import-linter allows exactly this on
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
     from gpucommons.server.context import ServerContext
 
 DEFAULT_POLICY = Path("examples/commons.yaml")
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Fail before starting anything when the address is taken (uvicorn would say so only later)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pass --port)") from None
 
 
 def admin_token(ctx: ServerContext) -> str:
@@ -89,6 +100,7 @@ def up(
         policy = DEFAULT_POLICY
     if policy is not None and not policy.exists():
         raise fail(f"policy file {policy} not found (pass --policy FILE)")
+    check_can_listen(host, port)
     settings = env.model_copy(
         update={
             "home": home,
