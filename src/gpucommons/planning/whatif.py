@@ -87,15 +87,19 @@ def compare(
     return Comparison(tuple(variants), tuple(results))
 
 
-#: The rows of the side-by-side table: (label, summary key, format).
-SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("GPU utilization", "gpu_utilization", "{:.1%}"),
-    ("work-conserving bound", "utilization_bound", "{:.1%}"),
-    ("makespan (s)", "makespan_s", "{:,.0f}"),
-    ("idle while waiting (GPU-h)", "idle_while_waiting_gpu_hours", "{:,.0f}"),
-    ("preemptions", "preemptions", "{:,}"),
-    ("lost work (GPU-h)", "lost_gpu_hours", "{:,.1f}"),
-    ("jobs that never fit", "never_fit_jobs", "{:,}"),
+def _fmt(pattern: str) -> Callable[[Any], str]:
+    return pattern.format
+
+
+#: The rows of the side-by-side table: (label, summary key, formatter).
+SUMMARY_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("GPU utilization", "gpu_utilization", _fmt("{:.1%}")),
+    ("work-conserving bound", "utilization_bound", _fmt("{:.1%}")),
+    ("makespan", "makespan_s", lambda s: short_duration(float(s))),
+    ("idle while waiting (GPU-h)", "idle_while_waiting_gpu_hours", _fmt("{:,.0f}")),
+    ("preemptions", "preemptions", _fmt("{:,}")),
+    ("lost work (GPU-h)", "lost_gpu_hours", _fmt("{:,.1f}")),
+    ("jobs that never fit", "never_fit_jobs", _fmt("{:,}")),
 )
 
 
@@ -104,7 +108,7 @@ def summary_rows(comparison: Comparison) -> list[list[str]]:
     rows = []
     summaries = comparison.summaries()
     for label, key, fmt in SUMMARY_ROWS:
-        rows.append([label] + ["—" if s.get(key) is None else fmt.format(s[key]) for s in summaries])
+        rows.append([label] + ["—" if s.get(key) is None else fmt(s[key]) for s in summaries])
     rows.append(
         ["guarantee violation (team-h)"]
         + [f"{sum(t['guarantee_violation_s'] for t in s['teams'].values()) / 3600:,.1f}" for s in summaries]
