@@ -18,8 +18,8 @@ from gpucommons.sim import SimConfig, SimJob, dumps, run_simulation, simulate
 from gpucommons.sim.simulator import JobRun
 from gpucommons.testing.sim import job, policy, team
 
-settings.register_profile("sim", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("sim")
+#: Per-test settings, not a loaded profile: a profile would change every other module's tests too.
+SIM = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ENGINES = st.sampled_from(["commons", "kueue", "static"])
 
@@ -66,6 +66,7 @@ def cases(draw: st.DrawFn) -> tuple[Policy, list[SimJob]]:
     return p, jobs
 
 
+@SIM
 @given(cases(), ENGINES, st.sampled_from([0.0, 3.0]))
 def test_every_job_that_fits_finishes_exactly_once_and_gpu_seconds_are_conserved(
     case: tuple[Policy, list[SimJob]], engine: str, overhead: float
@@ -91,7 +92,7 @@ def test_every_job_that_fits_finishes_exactly_once_and_gpu_seconds_are_conserved
     assert all(abs(free - out.meter.capacity[pool]) < 1e-9 for pool, free in out.meter.free.items())
 
 
-@settings(max_examples=15)
+@settings(SIM, max_examples=15)
 @given(cases(), ENGINES)
 def test_the_same_inputs_give_byte_identical_reports(case: tuple[Policy, list[SimJob]], engine: str) -> None:
     p, jobs = case
