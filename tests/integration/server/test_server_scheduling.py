@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 from tests.integration.server.conftest import SMALL_POLICY, Harness
 
@@ -130,3 +131,32 @@ def test_metrics_report_use_borrowing_queue_and_cycle_latency(harness: Harness) 
     health = harness.http.get("/healthz").json()
     assert health["status"] == "ok" and health["executor"] == "local"
     harness.http.post(f"/api/v1/tasks/{big['id']}/cancel", headers=harness.admin)
+
+
+def test_a_restart_in_the_middle_of_a_preemption_finishes_it(make_harness: Callable[..., Harness]) -> None:
+    """The server dies while a victim ignores its SIGTERM: the restarted server re-adopts the
+    process, SIGKILLs it when the grace period it started runs out, requeues it, admits the owner."""
+    first = make_harness()
+    stubborn = [
+        PY,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+        "time.sleep(60)",
+    ]
+    big = str(first.submit(team="a", gpus=4, command=stubborn)["id"])
+    first.run_until(
+        lambda: "ready" in first.http.get(f"/api/v1/tasks/{big}/logs", headers=first.admin).text,
+        what="the stubborn task to ignore SIGTERM",
+    )
+    owner = str(first.submit(team="b", gpus=2, command=SLEEPER)["id"])
+    first.run_until(lambda: first.task(big)["state"] == "preempting", what="the preemption")
+
+    second = make_harness()  # a new server on the same store and home; the processes kept running
+    victim = second.wait_state(big, "pending", timeout=20)
+    assert victim["restart_count"] == 1
+    events = second.http.get(f"/api/v1/tasks/{big}/events", headers=second.admin).json()
+    assert [e["kind"] for e in events].count("killed") == 1
+    second.wait_state(owner, "running")
+    for task in (big, owner):
+        second.http.post(f"/api/v1/tasks/{task}/cancel", headers=second.admin)
+    second.wait_state(owner, "cancelled")
