@@ -329,6 +329,15 @@ ROWS: list[Row] = [
     Row("POST", "/auth/logout", people, send("POST", "/auth/logout", fresh=True), team_scoped=False),
     # the dashboard's data: cluster-wide aggregates, no task contents
     Row("GET", "/ui/api/context", people, get("/ui/api/context"), team_scoped=False),
+    # Prometheus: labels GPU use by team, so only those who may read every team's usage
+    Row(
+        "GET",
+        "/metrics",
+        lambda r, _t: r in ("admin", "finance"),
+        get("/metrics"),
+        team_scoped=False,
+        denied_status=(403,),
+    ),
 ]
 
 #: Routes anyone may call, and why that is safe.
@@ -344,7 +353,6 @@ PUBLIC = {
     ("GET", "/auth/callback"): "ends a sign-in (checks its own state cookie)",
     ("GET", "/api/v1/auth/config"): "which OpenID provider to sign in with",
     ("POST", "/api/v1/auth/token"): "trades a verified ID token for a session",
-    ("GET", "/metrics"): "Prometheus scraping — see test_metrics_do_not_leak_team_usage",
 }
 
 
@@ -435,14 +443,11 @@ def test_a_listing_without_a_team_shows_only_visible_teams(world: World) -> None
     } == BOTH
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="/metrics (control plane) is unauthenticated and labels GPU usage by team; "
-    "decide: require a token for Prometheus, or drop the team label",
-)
-def test_metrics_do_not_leak_team_usage(world: World) -> None:
-    text = world.client.get("/metrics").text
-    assert 'team="vision"' not in text and 'team="nlp"' not in text
+def test_metrics_show_team_usage_only_to_who_may_read_every_team(world: World) -> None:
+    assert world.client.get("/metrics").status_code == 401
+    assert world.client.get("/metrics", headers=world.headers("member")).status_code == 403
+    text = world.client.get("/metrics", headers=world.headers("finance")).text
+    assert "commons_" in text
 
 
 def test_the_table_is_dumpable_for_the_docs() -> None:
