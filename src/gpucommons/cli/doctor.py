@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpucommons.api.errors import CommonsError
+from gpucommons.backends.local.accounts import default_home
 from gpucommons.backends.local.hostfacts import gather_host_facts
 from gpucommons.backends.local.inventory import Inventory, discover_inventory
 from gpucommons.backends.local.isolation import IsolationReport, assess_isolation
@@ -30,7 +31,6 @@ from gpucommons.cli.doctor_checks import (
     browser_check,
     configured_isolation,
     database_check,
-    default_home,
     disk_check,
     inventory_checks,
     isolation_check,
@@ -133,7 +133,11 @@ def doctor(
         Path | None, typer.Option("--policy", help="Policy file (default: $COMMONS_POLICY or the server's).")
     ] = None,
     home: Annotated[
-        Path | None, typer.Option("--home", help="The server's home (default: $COMMONS_HOME or ~/.commons).")
+        Path | None,
+        typer.Option(
+            "--home",
+            help="The server's home (default: $COMMONS_HOME; /var/lib/commons as root, else ~/.commons).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of tables.")] = False,
 ) -> None:

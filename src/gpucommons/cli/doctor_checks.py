@@ -32,11 +32,6 @@ class Check:
     detail: str
 
 
-def default_home(env: Mapping[str, str]) -> Path:
-    """`$COMMONS_HOME`, else `~/.commons` — the server's default (server.settings)."""
-    return Path(env["COMMONS_HOME"]) if env.get("COMMONS_HOME") else Path.home() / ".commons"
-
-
 def configured_isolation(env: Mapping[str, str]) -> IsolationMode | None:
     """`$COMMONS_ISOLATION` as the server reads it: `accounts`, `logical`, or auto (None: root decides)."""
     value = env.get("COMMONS_ISOLATION", "auto").strip().lower()

@@ -61,7 +61,11 @@ def up(
         ),
     ] = None,
     home: Annotated[
-        Path | None, typer.Option("--home", help="Data directory (default: $COMMONS_HOME or ~/.commons).")
+        Path | None,
+        typer.Option(
+            "--home",
+            help="Data directory (default: $COMMONS_HOME; /var/lib/commons as root, else ~/.commons).",
+        ),
     ] = None,
     host: Annotated[
         str | None, typer.Option("--host", help="Address to listen on [default: 127.0.0.1].")
@@ -80,8 +84,9 @@ def up(
     # Imported here so that every other command starts without loading the server.
     import uvicorn
 
+    from gpucommons.backends.local.accounts import default_home
     from gpucommons.server.app import build_context, create_app
-    from gpucommons.server.settings import Settings, default_home
+    from gpucommons.server.settings import Settings
 
     try:
         env = Settings()

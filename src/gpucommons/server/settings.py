@@ -8,11 +8,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from gpucommons.backends.local.accounts import IsolationMode, isolation_mode
-
-
-def default_home() -> Path:
-    return Path.home() / ".commons"
+from gpucommons.backends.local.accounts import IsolationMode, default_home, isolation_mode
 
 
 class Settings(BaseSettings):

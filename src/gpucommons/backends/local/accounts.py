@@ -23,7 +23,7 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -200,6 +200,18 @@ def protect_server_files(home: Path) -> list[Path]:
                 os.chmod(path, 0o600)
                 changed.append(path)
     return changed
+
+
+#: Root's default home: team accounts must be able to cross every directory above their workspaces,
+#: and root's own home (/root, mode 0700) forbids that.
+ROOT_DEFAULT_HOME = Path("/var/lib/commons")
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    """`$COMMONS_HOME` if set (when `env` is given), else /var/lib/commons for root, else ~/.commons."""
+    if env is not None and env.get("COMMONS_HOME"):
+        return Path(env["COMMONS_HOME"])
+    return ROOT_DEFAULT_HOME if os.geteuid() == 0 else Path.home() / ".commons"
 
 
 def blocking_ancestor(home: Path) -> Path | None:
