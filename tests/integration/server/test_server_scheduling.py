@@ -160,3 +160,22 @@ def test_a_restart_in_the_middle_of_a_preemption_finishes_it(make_harness: Calla
     for task in (big, owner):
         second.http.post(f"/api/v1/tasks/{task}/cancel", headers=second.admin)
     second.wait_state(owner, "cancelled")
+
+
+def test_a_restarted_server_remembers_how_often_a_task_was_preempted(
+    make_harness: Callable[..., Harness],
+) -> None:
+    """The engine gives a task that was preempted min-runtime protection before the next preemption;
+    after a restart the count comes from the store, not from zero."""
+    first = make_harness()
+    big = str(first.submit(team="a", gpus=4, command=SLEEPER)["id"])
+    first.wait_state(big, "running")
+    owner = str(first.submit(team="b", gpus=2, command=SLEEPER)["id"])
+    assert first.wait_state(big, "pending", timeout=20)["preemptions"] == 1
+
+    second = make_harness()
+    second.ctx.scheduler.rebuild()
+    assert second.ctx.scheduler.state.preemption_count(big) == 1
+    for task in (big, owner):
+        second.http.post(f"/api/v1/tasks/{task}/cancel", headers=second.admin)
+    second.wait_state(owner, "cancelled")

@@ -181,6 +181,11 @@ class Scheduler:
                 for row in live:
                     if row.state == TaskState.PREEMPTING.value:
                         state.mark_preempting(row.id, row.preempted_by)
+                for row in rows:
+                    # The engine's "no second preemption without progress" rule counts past
+                    # preemptions; a restarted server must not forget them.
+                    if row.preemptions:
+                        state.set_preemption_count(row.id, row.preemptions)
                 self._handles = {r.id: h for r in live if (h := handle_of(r)) is not None}
             self.state = state
             self._supervised_at = float("-inf")
