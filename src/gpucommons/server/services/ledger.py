@@ -101,7 +101,13 @@ def usage_intervals(
                 priority=row.priority,
                 borrowed_gpus=row.borrowed_gpus,
                 end_reason=reason,
-                lost_gpu_hours=Decimal(str(round(row.lost_gpu_seconds / 3600, 6))),
+                # Work lost to a preemption belongs to the period the preemption ends in: an
+                # interval cut before its end (reason `running`) has lost nothing yet.
+                lost_gpu_hours=(
+                    Decimal(0)
+                    if reason is EndReason.RUNNING
+                    else Decimal(str(round(row.lost_gpu_seconds / 3600, 6)))
+                ),
             )
         )
     return out
