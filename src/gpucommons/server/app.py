@@ -12,12 +12,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gpucommons import __version__
+from gpucommons.backends.clock import SystemClock
 from gpucommons.backends.local.accounts import TeamAccounts
 from gpucommons.backends.local.inventory import discover_inventory
 from gpucommons.backends.ports import Clock, Executor
 from gpucommons.server import web
 from gpucommons.server.auth import install_auth
-from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext, SystemClock
+from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import TimerExecutor, make_executor
 from gpucommons.server.metrics import Metrics

@@ -6,7 +6,6 @@ One `ServerContext` lives on `app.state.commons`; routers reach it through `deps
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,13 +20,6 @@ if TYPE_CHECKING:
     from gpucommons.backends.ports import Clock, Executor
     from gpucommons.server.metrics import Metrics
     from gpucommons.server.workers.scheduler import Scheduler
-
-
-class SystemClock:
-    """The wall clock, as `backends.ports.Clock`."""
-
-    def now(self) -> float:
-        return time.time()
 
 
 class PolicyHolder:
