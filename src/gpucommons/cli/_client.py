@@ -11,12 +11,15 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from gpucommons.api.errors import CommonsError
-from gpucommons.client import CommonsClient
+
+if TYPE_CHECKING:  # the client pulls in httpx and pydantic: imported when a command talks to the server
+    from gpucommons.client import CommonsClient
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -55,6 +58,8 @@ def fail(message: str) -> typer.Exit:
 @contextmanager
 def api() -> Iterator[CommonsClient]:
     """A client for the configured server; API errors become `error: ...` and exit code 1."""
+    from gpucommons.client import CommonsClient
+
     client = CommonsClient(server_url(), server_token())
     try:
         yield client

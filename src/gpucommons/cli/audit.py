@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpucommons.api.identity import AuditEntry
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
-from gpucommons.client.identity import IdentityApi
 from gpucommons.policy.durations import parse_duration
+
+if TYPE_CHECKING:  # pydantic models: only annotations here, so not imported at start-up
+    from gpucommons.api.identity import AuditEntry
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -46,6 +47,8 @@ def audit(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
 ) -> None:
     """The audit log of mutating actions, newest first."""
+    from gpucommons.client.identity import IdentityApi  # httpx: imported only when it is used
+
     try:
         start = parse_since(since, datetime.now(UTC)) if since else None
     except ValueError as exc:

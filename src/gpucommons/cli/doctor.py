@@ -37,14 +37,17 @@ from gpucommons.cli.doctor_checks import (
     server_check,
 )
 from gpucommons.cli.main import app
-from gpucommons.client import CommonsClient
 from gpucommons.domain.model import Policy
-from gpucommons.policy import PolicyError, load_policy, parse_policy
+from gpucommons.policy import PolicyError
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "red bold"}
 
 
 def _load_policy(file: Path | None) -> Policy:
+    # The client (httpx) and the policy loader (pydantic, YAML) are imported when doctor runs.
+    from gpucommons.client import CommonsClient
+    from gpucommons.policy import load_policy, parse_policy
+
     source = file or (Path(os.environ["COMMONS_POLICY"]) if os.environ.get("COMMONS_POLICY") else None)
     try:
         if source is not None:

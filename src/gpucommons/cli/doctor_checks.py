@@ -16,7 +16,6 @@ from typing import Literal
 from gpucommons.api.errors import CommonsError
 from gpucommons.backends.local.accounts import IsolationMode
 from gpucommons.backends.local.inventory import Inventory
-from gpucommons.client import CommonsClient, ServerUnreachable
 
 Status = Literal["ok", "info", "warn", "fail"]
 GIB = 1024**3
@@ -129,6 +128,8 @@ def _postgres_check(url: str) -> Check:
 
 
 def server_check(url: str, token: str | None) -> Check:
+    from gpucommons.client import CommonsClient, ServerUnreachable  # httpx: only when doctor runs
+
     try:
         with CommonsClient(url, token, timeout=3) as client:
             health = client.health()

@@ -15,7 +15,6 @@ import typer
 
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
-from gpucommons.client.invoices import INVOICE_FORMATS, fetch_invoice
 
 
 @app.command("invoice")
@@ -30,6 +29,8 @@ def invoice(
     ] = None,
 ) -> None:
     """A month's chargeback, or one team's invoice, from the server."""
+    from gpucommons.client.invoices import INVOICE_FORMATS, fetch_invoice  # httpx: not at start-up
+
     if not re.fullmatch(r"\d{4}-\d{2}", month):
         raise fail(f"--month must look like 2026-11, not {month!r}")
     if fmt not in INVOICE_FORMATS:

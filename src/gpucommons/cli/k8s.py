@@ -6,14 +6,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpucommons.backends.kubernetes import RenderError, RenderOptions, render_files, render_stream
 from gpucommons.cli.main import app
-from gpucommons.domain.model import Policy
-from gpucommons.policy import PolicyError, load_policy
+from gpucommons.policy import PolicyError
+
+if TYPE_CHECKING:
+    from gpucommons.domain.model import Policy
 
 k8s_app = typer.Typer(
     name="k8s",
@@ -36,6 +37,8 @@ InternetEgress = Annotated[
 
 def load_policy_or_exit(policy_file: Path, nothing_done: str) -> Policy:
     """The policy, or every error on stderr and exit 1 (`nothing_done`: "nothing rendered")."""
+    from gpucommons.policy import load_policy  # pydantic + YAML: imported when a command needs it
+
     try:
         return load_policy(policy_file)
     except PolicyError as error:
@@ -58,6 +61,8 @@ def render_command(
     internet_egress: InternetEgress = True,
 ) -> None:
     """Render the policy; without --out, print one YAML stream for `kubectl apply -f -`."""
+    from gpucommons.backends.kubernetes import RenderError, RenderOptions, render_files, render_stream
+
     policy = load_policy_or_exit(policy_file, "nothing rendered")
     options = RenderOptions(
         gpu_resource=gpu_resource,

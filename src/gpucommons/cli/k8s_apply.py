@@ -8,21 +8,13 @@ exit status 1.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpucommons.backends.kubernetes import RenderError, RenderOptions, checked_render
-from gpucommons.backends.kubernetes.apply import (
-    Action,
-    ApplyOptions,
-    ApplyReport,
-    PartiallyApplied,
-    apply_manifests,
-)
-from gpucommons.backends.kubernetes.connection import KubeError, connect
 from gpucommons.cli.k8s import (
     GpuResource,
     GroupPrefix,
@@ -33,19 +25,24 @@ from gpucommons.cli.k8s import (
     load_policy_or_exit,
 )
 
+if TYPE_CHECKING:  # the renderer (YAML, pydantic) is imported by the command, not at CLI start-up
+    from gpucommons.backends.kubernetes.apply import ApplyReport
+
 console = Console(highlight=False, soft_wrap=True)
 
+# Keyed by `Action` values: `Action` is a StrEnum, so `_STYLE[Action.CREATED]` finds "created" without
+# importing the Kubernetes backend when the CLI starts.
 _STYLE = {
-    Action.CREATED: "green",
-    Action.CONFIGURED: "yellow",
-    Action.UNCHANGED: "dim",
-    Action.PRUNED: "red",
+    "created": "green",
+    "configured": "yellow",
+    "unchanged": "dim",
+    "pruned": "red",
 }
 _DRY_WORDS = {
-    Action.CREATED: "would be created",
-    Action.CONFIGURED: "would be configured",
-    Action.UNCHANGED: "unchanged",
-    Action.PRUNED: "would be pruned",
+    "created": "would be created",
+    "configured": "would be configured",
+    "unchanged": "unchanged",
+    "pruned": "would be pruned",
 }
 
 
@@ -67,6 +64,8 @@ def report_table(report: ApplyReport) -> Table:
 
 
 def summary_line(report: ApplyReport) -> str:
+    from gpucommons.backends.kubernetes.apply import Action
+
     shown = [a for a in Action if a is not Action.PRUNED or report.count(a)]
     if report.dry_run:
         words = {Action.CREATED: "to create", Action.CONFIGURED: "to configure", Action.PRUNED: "to prune"}
@@ -97,6 +96,10 @@ def apply_command(
     internet_egress: InternetEgress = True,
 ) -> None:
     """Render the policy and server-side apply it (dry run first; objects in dependency order)."""
+    from gpucommons.backends.kubernetes import RenderError, RenderOptions, checked_render
+    from gpucommons.backends.kubernetes.apply import ApplyOptions, PartiallyApplied, apply_manifests
+    from gpucommons.backends.kubernetes.connection import KubeError, connect
+
     policy = load_policy_or_exit(policy_file, "nothing applied")
     render_options = RenderOptions(
         gpu_resource=gpu_resource,

@@ -12,17 +12,18 @@ from __future__ import annotations
 import json
 import os
 import webbrowser
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 import typer
 
 from gpucommons.api.errors import CommonsError
 from gpucommons.cli._client import config_path, fail, server_token, server_url
 from gpucommons.cli.main import app
-from gpucommons.cli.oidc_flows import DevicePrompt, SignInFailed, device_id_token, discover, loopback_id_token
-from gpucommons.client import CommonsClient
-from gpucommons.client.identity import IdentityApi
+
+if TYPE_CHECKING:
+    # authlib (via oidc_flows) and httpx are imported by `commons login` itself, never at start-up:
+    # they cost ~0.2 s and authlib warns about its deprecations on import.
+    from gpucommons.cli.oidc_flows import DevicePrompt
 
 
 def save_credentials(url: str, token: str | None) -> None:
@@ -72,6 +73,12 @@ def login(
     ] = False,
 ) -> None:
     """Sign in with your organisation's account (OpenID Connect) and save a session token."""
+    import httpx
+
+    from gpucommons.cli.oidc_flows import SignInFailed, device_id_token, discover, loopback_id_token
+    from gpucommons.client import CommonsClient
+    from gpucommons.client.identity import IdentityApi
+
     base = (url or server_url()).rstrip("/")
     if logout:
         _logout(base)
@@ -115,6 +122,9 @@ def login(
 
 
 def _logout(base: str) -> None:
+    from gpucommons.client import CommonsClient
+    from gpucommons.client.identity import IdentityApi
+
     token = server_token()
     if token:
         try:

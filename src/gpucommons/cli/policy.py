@@ -15,7 +15,7 @@ from rich.table import Table
 from gpucommons.cli.main import app
 from gpucommons.domain.model import DEFAULT_COHORT, Isolation, Policy, Quota
 from gpucommons.domain.resources import UNLIMITED
-from gpucommons.policy import PolicyError, load_policy, policy_json_schema
+from gpucommons.policy import PolicyError
 from gpucommons.policy.durations import format_duration
 
 policy_app = typer.Typer(
@@ -32,6 +32,8 @@ def check(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the policy is good."),
 ) -> None:
     """Validate FILE: exit 0 with a summary when good, exit 1 listing every problem when not."""
+    from gpucommons.policy import load_policy  # pydantic + YAML: imported by the commands that load
+
     console = Console(highlight=False, soft_wrap=True)
     try:
         policy = load_policy(file)
@@ -52,6 +54,8 @@ def schema(
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the schema to this file instead."),
 ) -> None:
     """Print the policy file's JSON Schema, for editors (yaml-language-server) and other tools."""
+    from gpucommons.policy import policy_json_schema
+
     text = json.dumps(policy_json_schema(), indent=2) + "\n"
     if out is None:
         typer.echo(text, nl=False)

@@ -9,7 +9,7 @@ import typer
 
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.policy import policy_app
-from gpucommons.policy import PolicyError, parse_policy
+from gpucommons.policy import PolicyError
 
 
 @policy_app.command("apply")
@@ -20,6 +20,8 @@ def apply(
     ] = False,
 ) -> None:
     """Apply a new policy: running tasks keep running; the next scheduling cycle uses the new quotas."""
+    from gpucommons.policy import parse_policy  # pydantic + YAML: not at start-up
+
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:

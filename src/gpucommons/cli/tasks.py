@@ -6,16 +6,18 @@ import json
 import os
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from gpucommons.api import schemas
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
+
+if TYPE_CHECKING:  # pydantic models: imported by the commands that use them, not at start-up
+    from gpucommons.api import schemas
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -49,6 +51,8 @@ def submit(
     as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON.")] = False,
 ) -> None:
     """Submit a task: `commons submit --team nlp --gpus 2 -- python train.py`. Prints its id last."""
+    from gpucommons.api import schemas
+
     try:
         request = schemas.TaskSubmit(
             team=team,

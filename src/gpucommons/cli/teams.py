@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpucommons.api import schemas
 from gpucommons.cli._client import api
 from gpucommons.cli.main import app
+
+if TYPE_CHECKING:  # pydantic models: only annotations here, so not imported at start-up
+    from gpucommons.api import schemas
 
 console = Console(highlight=False, soft_wrap=True)
 BAR_WIDTH = 24

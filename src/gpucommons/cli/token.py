@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from gpucommons.api.identity import TokenCreate, TokenInfo
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
-from gpucommons.client.identity import IdentityApi
 from gpucommons.policy.durations import DURATION_HELP, parse_duration
+
+if TYPE_CHECKING:  # pydantic models: only annotations here, so not imported at start-up
+    from gpucommons.api.identity import TokenInfo
 
 token_app = typer.Typer(help="API tokens: create, list, revoke (platform admins).", no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -42,6 +42,11 @@ def create(
     expires: Annotated[str | None, typer.Option(help=f"Lifetime: {DURATION_HELP}. Default: never.")] = None,
 ) -> None:
     """Create an API token; its secret is shown once, alone on the last line."""
+    from pydantic import ValidationError
+
+    from gpucommons.api.identity import TokenCreate
+    from gpucommons.client.identity import IdentityApi
+
     if role is not None and role not in ROLES:
         raise fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}")
     try:
@@ -70,6 +75,8 @@ def list_tokens(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
 ) -> None:
     """API tokens and sign-in sessions (never their secrets)."""
+    from gpucommons.client.identity import IdentityApi
+
     with api() as client:
         rows = IdentityApi(client).tokens(include_revoked=all_)
     if as_json:
@@ -81,6 +88,8 @@ def list_tokens(
 @token_app.command("revoke")
 def revoke(token_id: Annotated[str, typer.Argument(help="The token's id (see commons token list).")]) -> None:
     """Revoke a token: the next request made with it fails."""
+    from gpucommons.client.identity import IdentityApi
+
     with api() as client:
         row = IdentityApi(client).revoke_token(token_id)
     typer.echo(f"revoked token {row.id} ({row.name}) of {row.subject}")
@@ -109,6 +118,8 @@ def _when(t: datetime | None) -> str:
 
 
 def _first_error(exc: Exception) -> str:
+    from pydantic import ValidationError
+
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
         return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
