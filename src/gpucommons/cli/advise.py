@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
@@ -22,21 +22,11 @@ from rich.table import Table
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit
 from gpucommons.domain import Policy
-from gpucommons.planning import advisor
-from gpucommons.planning.advisor import (
-    Advice,
-    AdvisorRule,
-    proposed_policy_text,
-    samples_history,
-    trace_history,
-)
-from gpucommons.planning.advisor_report import advice_to_data
-from gpucommons.planning.usage_history import (
-    UsageFileError,
-    UsageHistory,
-    is_usage_file_header,
-)
 from gpucommons.policy import PolicyError
+
+if TYPE_CHECKING:  # the advisor (numpy, the policy loader) is imported when `advise` runs
+    from gpucommons.planning.advisor import Advice
+    from gpucommons.planning.usage_history import UsageHistory
 
 console = Console(highlight=False)
 notes = Console(stderr=True, highlight=False)
@@ -50,6 +40,8 @@ HISTORY_NOTES = {
 
 
 def _is_usage_file(path: Path) -> bool:
+    from gpucommons.planning.usage_history import is_usage_file_header
+
     try:
         with path.open(encoding="utf-8", newline="") as handle:
             return is_usage_file_header(handle.readline())
@@ -59,6 +51,9 @@ def _is_usage_file(path: Path) -> bool:
 
 def _read_history(path: Path, policy: Policy) -> UsageHistory:
     """A sampled usage file when its header says so, else a job trace (contract 2)."""
+    from gpucommons.planning.advisor import samples_history, trace_history
+    from gpucommons.planning.usage_history import UsageFileError
+
     if not _is_usage_file(path):
         return trace_history(policy, load_trace_or_exit(path))
     try:
@@ -196,6 +191,10 @@ def advise(
     ),
 ) -> None:
     """Recommend nominal quotas, borrow and lend limits per team from usage history."""
+    from gpucommons.planning import advisor
+    from gpucommons.planning.advisor import AdvisorRule, proposed_policy_text
+    from gpucommons.planning.advisor_report import advice_to_data
+
     if check_trace is not None:
         from gpucommons.cli.simulate import check_engine
 

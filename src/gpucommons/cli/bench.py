@@ -10,13 +10,6 @@ from rich.table import Table
 
 from gpucommons.cli.main import app
 from gpucommons.cli.simulate import check_engine
-from gpucommons.sim import SimConfig, SimulationError, simulate
-from gpucommons.sim.workloads import (
-    KUEUE_PUBLISHED,
-    kueue_baseline_figures,
-    kueue_baseline_jobs,
-    kueue_baseline_policy,
-)
 
 bench_app = typer.Typer(help="Benchmarks run in the simulator.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -42,6 +35,14 @@ def kueue_baseline(
     ),
 ) -> None:
     """Kueue's scheduler benchmark (5 cohorts × 6 teams, 15,000 tasks) in the simulator."""
+    from gpucommons.sim import SimConfig, SimulationError, simulate  # not at CLI start-up
+    from gpucommons.sim.workloads import (
+        KUEUE_PUBLISHED,
+        kueue_baseline_figures,
+        kueue_baseline_jobs,
+        kueue_baseline_policy,
+    )
+
     engines = [check_engine(e) for e in dict.fromkeys(engine)]
     policy = kueue_baseline_policy(grace_period, cohorts)
     jobs = kueue_baseline_jobs(cohorts)

@@ -13,35 +13,24 @@ import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from gpucommons.chargeback import (
-    BillError,
-    ChargebackError,
-    ChargebackResult,
-    compute_chargeback,
-    read_bill_csv,
-)
-from gpucommons.chargeback.compare import Comparison, compare_models
-from gpucommons.chargeback.exports import (
-    comparison_to_json,
-    render_comparison_html,
-    render_invoice_html,
-    render_invoice_pdf,
-    to_csv,
-    to_focus_csv,
-    to_json,
-)
 from gpucommons.cli.main import app
 from gpucommons.domain.model import Policy
 from gpucommons.domain.money import format_cents
-from gpucommons.ledger import LedgerError, LineIssue, Period, PeriodError, UsageTable, read_usage_table
-from gpucommons.policy import PolicyError, load_policy
+from gpucommons.policy import PolicyError
+
+if TYPE_CHECKING:
+    # The chargeback engine and ledger (numpy), the exports (jinja2, fpdf) and the policy loader
+    # (pydantic, YAML) are imported by the commands below, not when the CLI starts.
+    from gpucommons.chargeback import ChargebackResult
+    from gpucommons.chargeback.compare import Comparison
+    from gpucommons.ledger import LineIssue, Period, UsageTable
 
 FORMATS = ("json", "csv", "focus", "html", "pdf")
 
@@ -110,6 +99,10 @@ def _load(policy: Path | None, usage: Path | None, period: str | None, bill: Pat
     if missing:
         raise _fail(f"missing {', '.join(missing)} (see commons chargeback --help)")
     assert policy is not None and usage is not None and period is not None
+    from gpucommons.chargeback import BillError, read_bill_csv
+    from gpucommons.ledger import LedgerError, Period, PeriodError, read_usage_table
+    from gpucommons.policy import load_policy
+
     try:
         the_period = Period.parse(period)
     except PeriodError as exc:
@@ -160,6 +153,14 @@ def _write(out: Path | None, data: str | bytes) -> None:
 
 def render(result: ChargebackResult, fmt: str, team: str | None) -> str | bytes:
     """The result in one of `FORMATS` (html and pdf are one team's invoice)."""
+    from gpucommons.chargeback.exports import (
+        render_invoice_html,
+        render_invoice_pdf,
+        to_csv,
+        to_focus_csv,
+        to_json,
+    )
+
     if fmt == "json":
         return to_json(result)
     if fmt == "csv":
@@ -225,6 +226,8 @@ def chargeback(
     """Compute the period's chargeback: every team's direct, idle and admin cost, to the cent."""
     if ctx.invoked_subcommand is not None:
         return
+    from gpucommons.chargeback import ChargebackError, compute_chargeback
+
     if fmt not in FORMATS:
         raise _fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     inputs = _load(policy, usage, period, bill)
@@ -250,6 +253,10 @@ def compare(
     ] = None,
 ) -> None:
     """The same period under every idle policy and admin split, side by side."""
+    from gpucommons.chargeback import ChargebackError
+    from gpucommons.chargeback.compare import compare_models
+    from gpucommons.chargeback.exports import comparison_to_json, render_comparison_html
+
     if out is not None and out.suffix.lower() not in (".json", ".html", ".htm"):
         raise _fail(f"--out {out}: write a .json or an .html file")
     inputs = _load(policy, usage, period, bill)

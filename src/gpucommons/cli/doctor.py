@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,7 +24,6 @@ from gpucommons.api.errors import CommonsError
 from gpucommons.backends.local.accounts import default_home
 from gpucommons.backends.local.hostfacts import gather_host_facts
 from gpucommons.backends.local.inventory import Inventory, discover_inventory
-from gpucommons.backends.local.isolation import IsolationReport, assess_isolation
 from gpucommons.cli._client import fail, server_token, server_url
 from gpucommons.cli.doctor_checks import (
     Check,
@@ -39,6 +38,9 @@ from gpucommons.cli.doctor_checks import (
 from gpucommons.cli.main import app
 from gpucommons.domain.model import Policy
 from gpucommons.policy import PolicyError
+
+if TYPE_CHECKING:  # the isolation assessment pulls in the scheduling engine: imported by `doctor` itself
+    from gpucommons.backends.local.isolation import IsolationReport
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "red bold"}
 
@@ -145,6 +147,8 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of tables.")] = False,
 ) -> None:
     """Say how teams are isolated here (and what is shared), and check this machine is ready."""
+    from gpucommons.backends.local.isolation import assess_isolation
+
     loaded = _load_policy(policy)
     home = home or default_home(os.environ)
     inventory = discover_inventory(loaded)

@@ -7,15 +7,17 @@ Bad input ends the command with exit code 1 and a message naming the file and wh
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from gpucommons.domain import Policy
-from gpucommons.policy import PolicyError, load_policy
+from gpucommons.policy import PolicyError
 from gpucommons.policy.durations import parse_duration
-from gpucommons.sim.jobs import SimJob
-from gpucommons.sim.trace import TraceError, read_trace
+
+if TYPE_CHECKING:  # the simulator is imported by the commands that read a trace, not at start-up
+    from gpucommons.sim.jobs import SimJob
 
 err = Console(stderr=True, highlight=False)
 
@@ -27,6 +29,8 @@ def fail(message: str) -> typer.Exit:
 
 
 def load_policy_or_exit(path: Path) -> Policy:
+    from gpucommons.policy import load_policy  # pydantic + YAML: not at start-up
+
     try:
         return load_policy(path)
     except PolicyError as exc:
@@ -34,6 +38,8 @@ def load_policy_or_exit(path: Path) -> Policy:
 
 
 def load_trace_or_exit(path: Path) -> list[SimJob]:
+    from gpucommons.sim.trace import TraceError, read_trace
+
     try:
         with path.open(encoding="utf-8", newline="") as handle:
             return read_trace(handle, source=str(path))

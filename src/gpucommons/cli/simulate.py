@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
@@ -13,16 +13,9 @@ from rich.table import Table
 
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
-from gpucommons.planning.whatif import short_duration
-from gpucommons.sim import (
-    SimConfig,
-    SimulationError,
-    UnknownNamesError,
-    dumps,
-    run_simulation,
-    with_default_checkpoint_interval,
-)
-from gpucommons.sim.runner import PhaseProgress
+
+if TYPE_CHECKING:  # the simulator is imported when a command runs it, not at CLI start-up
+    from gpucommons.sim.runner import PhaseProgress
 
 ENGINES = ("commons", "kueue", "static")
 console = Console(highlight=False)
@@ -59,6 +52,8 @@ def check_engine(engine: str) -> str:
 
 
 def summary_table(summary: dict[str, Any], title: str) -> Table:
+    from gpucommons.planning.whatif import short_duration
+
     unit = "GPU" if summary.get("metered_resource", "gpus") == "gpus" else "CPU"
     table = Table(
         title=title,
@@ -91,6 +86,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
 
 
 def print_summary(summary: dict[str, Any], title: str) -> None:
+    from gpucommons.planning.whatif import short_duration
+
     console.print(summary_table(summary, title))
     console.print(
         "p50/p95: wait to first start · JCT: mean completion time · borrow: hours above quota\n"
@@ -137,6 +134,15 @@ def simulate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no table."),
 ) -> None:
     """Replay a trace under a policy with one engine; write the result JSON (DESIGN contract 3)."""
+    from gpucommons.sim import (
+        SimConfig,
+        SimulationError,
+        UnknownNamesError,
+        dumps,
+        run_simulation,
+        with_default_checkpoint_interval,
+    )
+
     check_engine(engine)
     the_policy = load_policy_or_exit(policy)
     jobs = with_default_checkpoint_interval(

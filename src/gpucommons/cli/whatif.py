@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -11,13 +12,16 @@ from rich.table import Table
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
 from gpucommons.cli.simulate import check_engine, progress_bar
-from gpucommons.planning.whatif import Comparison, compare, summary_rows, team_rows, variants_of
-from gpucommons.sim import SimConfig, SimulationError, UnknownNamesError, with_default_checkpoint_interval
+
+if TYPE_CHECKING:  # the simulator is imported when a command runs it, not at CLI start-up
+    from gpucommons.planning.whatif import Comparison
 
 console = Console(highlight=False)
 
 
 def print_comparison(comparison: Comparison) -> None:
+    from gpucommons.planning.whatif import summary_rows, team_rows
+
     labels = [v.label for v in comparison.variants]
     cluster = Table(title="cluster", title_justify="left")
     teams = Table(
@@ -52,6 +56,14 @@ def whatif(
     ),
 ) -> None:
     """Compare policies and/or engines on one trace: a table here, plots in the HTML report."""
+    from gpucommons.planning.whatif import compare, variants_of
+    from gpucommons.sim import (
+        SimConfig,
+        SimulationError,
+        UnknownNamesError,
+        with_default_checkpoint_interval,
+    )
+
     engines = [check_engine(e) for e in dict.fromkeys(engine)]
     names = [p.name if [q.name for q in policy].count(p.name) == 1 else str(p) for p in policy]
     policies = [(name, load_policy_or_exit(path)) for name, path in zip(names, policy, strict=True)]
