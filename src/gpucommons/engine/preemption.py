@@ -120,8 +120,15 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
     prio = task.priority
     rules = cy.team(task.team).preemption
     out: list[RunningTask] = []
-    if rules.within_team is not WithinTeamPolicy.NEVER:
-        newer_equal = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    newer_equal = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    lowest = cy.state.min_running_priority(task.team)
+    # Walk the own team only if some task of it ranks low enough (the rule below, by priority
+    # alone): on a cluster where everyone has the same priority that is never the case.
+    if (
+        rules.within_team is not WithinTeamPolicy.NEVER
+        and lowest is not None
+        and (lowest < prio or (newer_equal and lowest == prio))
+    ):
         mine = (task.queued_at, task.seq)
         for rt in cy.state.iter_running(task.team):
             cp = rt.task.priority
@@ -136,6 +143,9 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
         for other in cy.cohort_members(task.team):
             if other == task.team or not cy.quota.is_borrowing(other, p.pool, p.needs):
                 continue
+            lowest_other = cy.state.min_running_priority(other)
+            if lowest_other is None or (only_lower and lowest_other >= prio):
+                continue  # it runs nothing, or nothing that ranks below the preemptor
             for rt in cy.state.iter_running(other):
                 if only_lower and rt.task.priority >= prio:
                     continue

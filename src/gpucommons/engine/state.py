@@ -49,6 +49,9 @@ class ClusterState:
         self._explicit_pools: Counter[str] = Counter()
         self._running: dict[str, RunningTask] = {}
         self._running_by_team: dict[str, dict[str, None]] = {}
+        #: Priorities of each team's admitted tasks (with counts): lets preemption skip a team
+        #: none of whose tasks ranks low enough to be a victim, without walking them.
+        self._running_priorities: dict[str, Counter[int]] = {}
         self._victims_of: dict[str, set[str]] = {}
         self._preemptor_of: dict[str, str] = {}
         self._waiting: dict[str, str] = {}  # preemptor id -> pool its victims are in
@@ -137,6 +140,7 @@ class ClusterState:
         rt = RunningTask(task=task, admission=admission, admitted_at=now)
         self._running[task_id] = rt
         self._running_by_team.setdefault(task.team, {})[task_id] = None
+        self._running_priorities.setdefault(task.team, Counter())[task.priority] += 1
         self.quota.add_usage(task.team, admission.pool, task.resources)
         return rt
 
@@ -163,6 +167,10 @@ class ClusterState:
         if now is not None:
             self.advance_usage(now)
         del self._running_by_team[rt.task.team][task_id]
+        priorities = self._running_priorities[rt.task.team]
+        priorities[rt.task.priority] -= 1
+        if priorities[rt.task.priority] == 0:
+            del priorities[rt.task.priority]
         self.quota.add_usage(rt.task.team, rt.admission.pool, ZERO - rt.task.resources)
         self.nodes.give_back(rt.admission.pool, rt.admission.placement)
         preemptor = self._preemptor_of.pop(task_id, None)
@@ -297,6 +305,11 @@ class ClusterState:
         if team is None:
             return len(self._running)
         return len(self._running_by_team.get(team, ()))
+
+    def min_running_priority(self, team: str) -> int | None:
+        """The lowest priority among the team's admitted tasks; None if it runs nothing."""
+        priorities = self._running_priorities.get(team)
+        return min(priorities) if priorities else None
 
     def min_pending_gpus(self, team: str) -> int:
         sizes = self._queue_gpus.get(team)

@@ -120,3 +120,21 @@ def test_a_policy_change_keeps_running_tasks_and_recounts_usage() -> None:
     state.set_policy(bigger)
     assert state.running("a") is not None and state.usage("nlp", "h100") == Resources(8)
     assert state.pending("b") is not None and state.free_gpus("h100") == 24
+
+
+def test_min_running_priority_follows_admissions_and_departures() -> None:
+    """Preemption skips a team whose lowest running priority rules out every victim: the index
+    behind that must follow admissions, requeues and finishes exactly."""
+    state = ClusterState(_policy())
+    assert state.min_running_priority("nlp") is None
+    state.add_pending(T("low").team("nlp").gpus(1).priority(100).seq(1).obj())
+    state.add_pending(T("high").team("nlp").gpus(1).priority(900).seq(2).obj())
+    state.admit("high", Admission("h100", (NodeSlice(0, (0,)),)), now=1)
+    assert state.min_running_priority("nlp") == 900
+    state.admit("low", Admission("h100", (NodeSlice(0, (1,)),)), now=2)
+    assert state.min_running_priority("nlp") == 100
+    state.mark_preempting("low")
+    state.requeue("low", now=3)
+    assert state.min_running_priority("nlp") == 900
+    state.finish("high", now=4)
+    assert state.min_running_priority("nlp") is None and state.min_running_priority("cv") is None
