@@ -43,6 +43,9 @@ class Cycle:
         )
         #: Tasks preempted before (min-runtime protection looks at them).
         self.preempted_before = state.preempted_before()
+        #: `most_ever` per (team, pool): it depends on the policy alone, and a cycle asks it for
+        #: every head it examines.
+        self._most_ever: dict[tuple[str, str], Resources] = {}
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -77,6 +80,19 @@ class Cycle:
     def partition_gpus(self, team: str, pool: str) -> int:
         """GPUs on the nodes the team may land on in the pool (its own nodes if dedicated)."""
         return self.state.nodes.partition_capacity(team, pool)
+
+    def most_ever(self, team: str, pool: str) -> Resources:
+        """The most the team may ever hold in the pool, were every other team idle: its quota
+        potential, and with node placement no more GPUs than the nodes it may land on."""
+        key = (team, pool)
+        most = self._most_ever.get(key)
+        if most is None:
+            most = self.quota.potential(team, pool, self.isolated)
+            if self.config.node_placement and self.pool(pool) is not None:
+                gpus = min(most.gpus, self.partition_gpus(team, pool))
+                most = Resources(gpus, most.cpu_milli, most.memory_mib)
+            self._most_ever[key] = most
+        return most
 
     def weight_milli(self, team: str) -> int:
         return int(self._teams[team].fair_share_weight * Decimal(1000))

@@ -22,9 +22,7 @@ def _res(r: Resources) -> str:
 
 def never_fits_limit(cy: Cycle, task: TaskRequest, pool: str) -> Resources | None:
     """The most the team may ever hold in the pool, if the task's request is above it; else None."""
-    most = cy.quota.potential(task.team, pool, cy.isolated)
-    if cy.config.node_placement and cy.pool(pool) is not None:
-        most = Resources(min(most.gpus, cy.partition_gpus(task.team, pool)), most.cpu_milli, most.memory_mib)
+    most = cy.most_ever(task.team, pool)
     return None if task.resources.fits_in(most) else most
 
 
