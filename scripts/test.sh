@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff";          ruff check src tests bench
+echo "== ruff";          ruff check src tests bench && ruff format --check --quiet src tests bench
 echo "== mypy (strict)"; mypy
 echo "== import-linter"; lint-imports
 echo "== pytest";        python -m pytest "$@"

@@ -63,7 +63,7 @@ def test_a_hold_whose_workload_vanished_while_unwatched_ends_at_the_relist(tmp_p
     assert state == LedgerState()
 
 
-def test_an_expired_watch_version_ends_the_stream_quietly_and_the_next_round_lists_again(tmp_path: Path) -> None:
+def test_an_expired_watch_ends_the_stream_quietly_and_the_next_round_lists_again(tmp_path: Path) -> None:
     gone = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 410}
     gone.update(reason="Expired", message="too old resource version: 1000 (2000)")
     with fake_cluster(tmp_path) as (fake, api):
