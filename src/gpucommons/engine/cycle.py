@@ -74,12 +74,19 @@ class _Failure:
     pools: tuple[str, ...]
     request: Resources
     pending: Pending
+    #: `inherited()`, built once: a cycle may hand it to thousands of queued tasks.
+    _inherited: Pending | None = None
+    #: `_Scheduler._rest_cannot_go` without its `cursor.waiting` part, once known (the state does
+    #: not change during a cycle).
+    rest_covered: bool | None = None
 
     def inherited(self) -> Pending:
         """The reason for a task that asks at least as much and so waits for the same cause."""
-        return Pending(
-            self.pending.code, f"waits like {self.task_id}, which asks no more: {self.pending.message}"
-        )
+        if self._inherited is None:
+            self._inherited = Pending(
+                self.pending.code, f"waits like {self.task_id}, which asks no more: {self.pending.message}"
+            )
+        return self._inherited
 
 
 @dataclass(slots=True)
@@ -104,7 +111,7 @@ class _Scheduler:
         self.heap: list[tuple[EntryKey, int, str, str, int]] = []
         #: Bumped whenever a team's usage changes in the cycle: a head's key is stale only then.
         self.version: dict[str, int] = {}
-        self._never_fits_cache: dict[tuple[str, tuple[str, ...], Resources], Pending | None] = {}
+        self._never_fits_cache: dict[tuple[str, tuple[str, ...], Resources], Pending] = {}
         self.cursors: dict[str, _TeamCursor] = {}
         self.waiting = cy.state.waiting_preemptors()
         #: (root cohort or team, pool) pairs that already have a preemption plan this cycle.
@@ -296,14 +303,24 @@ class _Scheduler:
             cursor.done = True
 
     def _never_fits(self, task: TaskRequest) -> Pending | None:
-        key = (task.team, task.pools, task.resources)
-        if key in self._never_fits_cache:
-            return self._never_fits_cache[key]
-        pools, _ = self.cy.pools_for(task.team, task.pools)
-        reason = None
-        if pools and all(never_fits_limit(self.cy, task, p) is not None for p in pools):
-            reason = pending_reason(self.cy, task, pools[0])
-        self._never_fits_cache[key] = reason
+        """The reason if the task fits in none of its pools even with every other team idle.
+
+        Runs for every queued task a cycle sets aside, so the common answer (it may fit) is found
+        from the cycle's cached limits, without building a key; only never-fitting requests are
+        looked up or explained."""
+        cy = self.cy
+        pools, _ = cy.pools_for(task.team, task.pools)
+        if not pools:
+            return None
+        req = task.resources
+        for p in pools:
+            if req.fits_in(cy.most_ever(task.team, p)):
+                return None
+        key = (task.team, task.pools, req)
+        reason = self._never_fits_cache.get(key)
+        if reason is None:
+            reason = pending_reason(cy, task, pools[0])
+            self._never_fits_cache[key] = reason
         return reason
 
     def _matching_failure(self, cursor: _TeamCursor, task: TaskRequest) -> _Failure | None:
@@ -316,15 +333,16 @@ class _Scheduler:
 
     def _rest_cannot_go(self, cursor: _TeamCursor, failure: _Failure) -> bool:
         """True if every remaining task of the team asks at least what `failure` asked."""
-        r = failure.request
-        return (
-            not failure.pools
-            and r.cpu_milli == 0
-            and r.memory_mib == 0
-            and r.gpus <= self.state.min_pending_gpus(cursor.team)
-            and self.state.explicit_pool_pending(cursor.team) == 0
-            and not cursor.waiting
-        )
+        if failure.rest_covered is None:
+            r = failure.request
+            failure.rest_covered = (
+                not failure.pools
+                and r.cpu_milli == 0
+                and r.memory_mib == 0
+                and r.gpus <= self.state.min_pending_gpus(cursor.team)
+                and self.state.explicit_pool_pending(cursor.team) == 0
+            )
+        return failure.rest_covered and not cursor.waiting
 
     # --- budgets ---------------------------------------------------------------------------------
 
