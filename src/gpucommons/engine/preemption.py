@@ -113,6 +113,26 @@ def _could_fit(cy: Cycle, p: Preemptor, candidates: list[RunningTask]) -> bool:
     return p.task.resources.fits_in(total)
 
 
+def _own_team_may_yield(cy: Cycle, task: TaskRequest) -> bool:
+    """Whether the team's `within_team` rule and its lowest running priority leave any own task
+    a possible victim (by priority alone): on a cluster where everyone has the same priority that
+    is never the case, and walking the team's running tasks would find nothing."""
+    rule = cy.team(task.team).preemption.within_team
+    lowest = cy.state.min_running_priority(task.team)
+    if rule is WithinTeamPolicy.NEVER or lowest is None:
+        return False
+    newer_equal = rule is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    return lowest < task.priority or (newer_equal and lowest == task.priority)
+
+
+def _may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
+    """A cheap necessary condition for `find_candidates` to find anyone: an own task may yield,
+    or the team is in a cohort and may reclaim. False under `static` with one priority class."""
+    if _own_team_may_yield(cy, task):
+        return True
+    return cy.root(task.team) is not None and cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
+
+
 def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[RunningTask]:
     """Kueue `findCandidates`: own team's per `within_team`, borrowing teams' per `reclaim`
     (`others=False` leaves the other teams out)."""
@@ -121,14 +141,7 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
     rules = cy.team(task.team).preemption
     out: list[RunningTask] = []
     newer_equal = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-    lowest = cy.state.min_running_priority(task.team)
-    # Walk the own team only if some task of it ranks low enough (the rule below, by priority
-    # alone): on a cluster where everyone has the same priority that is never the case.
-    if (
-        rules.within_team is not WithinTeamPolicy.NEVER
-        and lowest is not None
-        and (lowest < prio or (newer_equal and lowest == prio))
-    ):
+    if _own_team_may_yield(cy, task):
         mine = (task.queued_at, task.seq)
         for rt in cy.state.iter_running(task.team):
             cp = rt.task.priority
@@ -326,6 +339,8 @@ def _fair(
 
 def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> list[Target] | None:
     """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None."""
+    if not _may_find_candidates(cy, task):
+        return None  # nobody could be a candidate: spare the per-pool arithmetic below
     p = Preemptor(task, pool, needed_components(cy, task, pool))
     threshold = _borrow_threshold(cy, task)
     # Other teams' tasks can only serve to reclaim (preemptor under nominal), to borrow within the
