@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpucommons.sim.jobs import SimJob
-from gpucommons.sim.trace import MAX_REPORTED_PROBLEMS, TraceError, TraceProblem
-from gpucommons.sim.trace import _number as seconds_cell  # the trace's own check of a time cell
+from gpucommons.sim.trace import MAX_REPORTED_PROBLEMS, TraceError, TraceProblem, gpu_count_cell, seconds_cell
 
 SAMPLE_COLUMNS = ("time_s", "team", "running_gpus", "pending_gpus")
 #: Which pool a row that names none counts in (the advisor passes the team's first pool).
@@ -161,16 +160,6 @@ def demand_from_jobs(jobs: Sequence[SimJob]) -> UsageHistory:
     return UsageHistory("trace", start, end, tuple(demands))
 
 
-def _whole(text: str, column: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{column} must be a whole number of GPUs, got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{column} must be ≥ 0, got {text!r}")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class _Sample:
     time_s: float
@@ -193,8 +182,8 @@ def _parse_sample(row: dict[str, str | None], width: int, pool_of: PoolOf) -> _S
         seconds_cell(cells["time_s"], "time_s"),
         cells["team"],
         pool or pool_of(cells["team"]),
-        _whole(cells["running_gpus"], "running_gpus"),
-        _whole(cells["pending_gpus"], "pending_gpus"),
+        gpu_count_cell(cells["running_gpus"], "running_gpus", minimum=0),
+        gpu_count_cell(cells["pending_gpus"], "pending_gpus", minimum=0),
     )
 
 

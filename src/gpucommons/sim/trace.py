@@ -44,7 +44,8 @@ class TraceError(ValueError):
         super().__init__("\n".join(lines))
 
 
-def _number(text: str, column: str, *, allow_zero: bool = True) -> float:
+def seconds_cell(text: str, column: str, *, allow_zero: bool = True) -> float:
+    """A cell holding a finite, non-negative number of seconds (also read by the quota advisor)."""
     try:
         value = float(text)
     except ValueError:
@@ -56,13 +57,14 @@ def _number(text: str, column: str, *, allow_zero: bool = True) -> float:
     return int(value) if value.is_integer() else value
 
 
-def _gpus(text: str) -> int:
+def gpu_count_cell(text: str, column: str = "gpus", *, minimum: int = 1) -> int:
+    """A cell holding a whole number of GPUs, at least `minimum` (also read by the quota advisor)."""
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"gpus must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise ValueError(f"gpus must be at least 1, got {text!r}")
+        raise ValueError(f"{column} must be a whole number of GPUs, got {text!r}") from None
+    if value < minimum:
+        raise ValueError(f"{column} must be at least {minimum}, got {text!r}")
     return value
 
 
@@ -77,13 +79,13 @@ def _parse_row(row: dict[str, str | None], line: int) -> SimJob:
     return SimJob(
         job_id=cell("job_id"),
         team=cell("team"),
-        submit_s=_number(cell("submit_time_s"), "submit_time_s"),
-        duration_s=_number(cell("duration_s"), "duration_s"),
-        resources=Resources(gpus=_gpus(cell("gpus"))),
+        submit_s=seconds_cell(cell("submit_time_s"), "submit_time_s"),
+        duration_s=seconds_cell(cell("duration_s"), "duration_s"),
+        resources=Resources(gpus=gpu_count_cell(cell("gpus"))),
         priority_class=cell("priority") or None,
         pool=cell("pool") or None,
         checkpoint_interval_s=(
-            _number(interval_text, "checkpoint_interval_s", allow_zero=False) if interval_text else None
+            seconds_cell(interval_text, "checkpoint_interval_s", allow_zero=False) if interval_text else None
         ),
         line=line,
     )

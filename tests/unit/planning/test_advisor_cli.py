@@ -142,7 +142,7 @@ def test_bad_usage_rows_end_with_exit_1_and_their_line_numbers(small_policy: Pat
     code, stdout, stderr = run("--policy", small_policy, "--history", bad)
     assert code == 1
     assert f"{bad}: line 3: running_gpus must be a whole number of GPUs, got 'four'" in stderr
-    assert f"{bad}: line 4: pending_gpus must be ≥ 0, got '-2'" in stderr
+    assert f"{bad}: line 4: pending_gpus must be at least 0, got '-2'" in stderr
     assert "Traceback" not in stdout + stderr
 
 

@@ -108,7 +108,7 @@ def test_bad_rows_are_all_reported_with_their_line_numbers() -> None:
         read_usage_samples(rows, source="usage.csv")
     text = str(caught.value)
     assert [p.line for p in caught.value.problems] == [3, 4, 5, 6, 7, 8]
-    assert "usage.csv: line 3: running_gpus must be ≥ 0, got '-1'" in text
+    assert "usage.csv: line 3: running_gpus must be at least 0, got '-1'" in text
     assert "line 4: time_s must be a number of seconds, got 'x'" in text
     assert "line 5: team 'a' at time_s 0 already on line 2" in text
     assert "line 6: running_gpus must be a whole number of GPUs, got '1.5'" in text
