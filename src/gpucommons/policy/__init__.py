@@ -10,9 +10,9 @@ the `commons` CLI imports this package (for `durations`/`errors`) on every start
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gpucommons._lazy import lazy_exports
 from gpucommons.policy.durations import format_duration, parse_duration
 from gpucommons.policy.errors import PolicyError, PolicyIssue
 
@@ -33,18 +33,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a heavy re-export on first use and cache it as a module attribute."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -9,8 +9,9 @@ all the `commons` CLI, which every command (and every task's `commons checkpoint
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpucommons._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gpucommons.chargeback.exports.compare import (
@@ -42,18 +43,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a renderer's module on first use and cache the name as a module attribute."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [
