@@ -10,14 +10,13 @@ Two parts:
   proposal in whole nodes, and the proposal with borrow limits at the past peak, with the
   simulator's what-if comparison. Out of sample: the advice never saw the jobs it is judged on.
 
-    /work/venv/bin/python bench/advise.py --timing
-    /work/venv/bin/python bench/advise.py --holdout          # several minutes: eight replays
+    python bench/advise.py --timing
+    python bench/advise.py --holdout          # several minutes: eight replays
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import time
 from dataclasses import replace
@@ -27,29 +26,21 @@ from gpucommons.domain import Policy
 from gpucommons.planning.advisor import AdvisorRule, advise, proposed_policy_text, trace_history
 from gpucommons.planning.usage_history import read_usage_samples
 from gpucommons.planning.whatif import Variant, compare, summary_rows, team_rows
-from gpucommons.policy import load_policy, parse_policy
+from gpucommons.policy import load_policy
 from gpucommons.sim import SimConfig, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = Path("/work/shared/traces")
+TRACES = ROOT / "examples" / "traces"
 HELIOS = TRACES / "helios_earth_vc_usage_2020-05_5min.csv"
 PHILLY = TRACES / "philly_vc_jobs_2017-10.csv"
 PHILLY_POLICY = ROOT / "examples" / "philly-oct-704.yaml"
+HELIOS_POLICY = ROOT / "examples" / "helios-earth.yaml"
 DAY = 86400
 
 
 def helios_policy() -> Policy:
     """The Helios Earth VCs with their May 2020 quotas (856 GPUs), as 107 nodes of 8."""
-    quotas: dict[str, int] = {}
-    with HELIOS.open() as handle:
-        for row in csv.DictReader(handle):
-            quotas.setdefault(row["team"], int(row["quota_gpus"]))
-    teams = "\n".join(f"  - {{name: {t}, quota: {{gpu: {{gpus: {g}}}}}}}" for t, g in quotas.items())
-    return parse_policy(
-        "cluster: {name: helios-earth, pools: [{name: gpu, gpu_type: V100, nodes: 107, gpus_per_node: 8}]}\n"
-        "priority_classes: [{name: experiment, value: 100}]\ndefault_priority_class: experiment\n"
-        f"teams:\n{teams}\n"
-    )
+    return load_policy(HELIOS_POLICY)
 
 
 def timed(label: str, repeat: int, run: object) -> None:

@@ -1,7 +1,7 @@
 """Benchmark: Kueue's scheduler benchmark through the live server, over HTTP.
 
-    /work/venv/bin/python bench/server_kueue_baseline.py --executor timer            # 15,000 tasks
-    /work/venv/bin/python bench/server_kueue_baseline.py --executor local --scale 0.1  # real processes
+    python bench/server_kueue_baseline.py --executor timer            # 15,000 tasks
+    python bench/server_kueue_baseline.py --executor local --scale 0.1  # real processes
 
 Starts `commons up` (a subprocess, SQLite under a temporary home) with the benchmark's policy
 (`gpucommons.sim.workloads`: 5 cohorts × 6 teams, 20 CPUs nominal each, borrow limit 100, reclaim

@@ -1,6 +1,6 @@
 """Benchmark: Kueue's scheduler benchmark (15,000 tasks) in the simulator, beside Kueue's figures.
 
-/work/venv/bin/python bench/sim_kueue_baseline.py      # same as `commons bench kueue-baseline`
+python bench/sim_kueue_baseline.py      # same as `commons bench kueue-baseline`
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ machine is shared), utilization against the work-conserving bound, preemptions, 
 overhead GPU-hours, idle-while-waiting GPU-hours, broken-guarantee hours; then per team the
 p50/p95 wait and finish-time fairness (JCT under sharing ÷ JCT under static).
 
-    /work/venv/bin/python bench/sim_philly.py                 # everything (~a few minutes)
-    /work/venv/bin/python bench/sim_philly.py --engine kueue --checkpoint none
-    /work/venv/bin/python bench/sim_philly.py --profile commons   # cProfile of one run
+    python bench/sim_philly.py                 # everything (~a few minutes)
+    python bench/sim_philly.py --engine kueue --checkpoint none
+    python bench/sim_philly.py --profile commons   # cProfile of one run
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gpucommons.sim.report import build_report
 from gpucommons.sim.runner import bound_for
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TRACE = Path("/work/shared/traces/philly_vc_jobs_2017-10.csv")
+DEFAULT_TRACE = ROOT / "examples" / "traces" / "philly_vc_jobs_2017-10.csv"
 DEFAULT_POLICY = ROOT / "examples" / "philly-oct-704.yaml"
 ENGINES = ("static", "kueue", "commons")  # static first: the others' fairness needs it
 

@@ -1,6 +1,6 @@
 """Benchmark: how fast the dashboard shows a busy cluster, and what its polling costs the server.
 
-    /work/venv/bin/python bench/web_dashboard.py [--tasks 500] [--repeat 10]
+    python bench/web_dashboard.py [--tasks 500] [--repeat 10]
 
 Starts `commons up --executor timer` (tasks are in-process timers: the control plane alone) with the
 dashboard tests' policy (one pool of 8 GPUs, teams alpha and beta), submits N one-GPU `sleep 3600`

@@ -20,7 +20,7 @@ class Launch:
     team: str
     command: tuple[str, ...]
     #: Extra environment: CUDA_VISIBLE_DEVICES, COMMONS_TASK_ID, COMMONS_TEAM,
-    #: COMMONS_CHECKPOINT_DIR, COMMONS_RESTART_COUNT (DESIGN, contract 6).
+    #: COMMONS_CHECKPOINT_DIR, COMMONS_RESTART_COUNT (docs/design.md, contract 6).
     env: Mapping[str, str]
     workdir: Path
     log_path: Path

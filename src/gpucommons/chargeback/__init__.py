@@ -1,4 +1,4 @@
-"""Chargeback: who pays what, to the cent (DESIGN, "Chargeback model"; contract 5).
+"""Chargeback: who pays what, to the cent (docs/design.md, "Chargeback rules"; contract 5).
 
 Pure: no files, clocks or databases. Give it a policy, ledger intervals and a period; get back a
 `ChargebackResult` whose parts add up to the cluster's cost exactly.

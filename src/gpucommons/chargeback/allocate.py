@@ -1,4 +1,4 @@
-"""The chargeback rules of DESIGN, "Chargeback model", one small function per rule.
+"""The chargeback rules of docs/design.md, "Chargeback rules", one small function per rule.
 
 All amounts are exact until they become cents: prices and rates are `Decimal`s from the policy,
 GPU-time is integer GPU-microseconds, and their products are carried as exact fractions (an hour is

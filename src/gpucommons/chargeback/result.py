@@ -2,7 +2,7 @@
 
 Money is integer cents; time is integer GPU-microseconds (exact), shown as GPU-hours by the
 `*_hours` properties. The invariant `platform_cents + Σ teams.total_cents == cluster_cost_cents`
-holds exactly, by construction (DESIGN, "Chargeback model", rule 6).
+holds exactly, by construction (docs/design.md, "Chargeback rules", rule 6).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def round_half_even(value: Fraction) -> int:
 def largest_remainder(total: int, weights: Mapping[str, Weight]) -> dict[str, int]:
     """Split `total` cents over the keys in proportion to `weights`, to the cent.
 
-    DESIGN, "Chargeback model": the exact share of key `i` is `total × w_i / Σw`; each key gets its
+    docs/design.md, "Chargeback rules": the exact share of key `i` is `total × w_i / Σw`; each key gets its
     share's floor, and the cents left over go one at a time to the largest fractional parts, ties to
     the key that sorts first. Keys with weight zero get nothing. The result adds up to `total` exactly,
     for negative totals too (a credit is split the same way).

@@ -133,7 +133,7 @@ def simulate(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no table."),
 ) -> None:
-    """Replay a trace under a policy with one engine; write the result JSON (DESIGN contract 3)."""
+    """Replay a trace under a policy with one engine; write the result JSON (docs/design.md, contract 3)."""
     from gpucommons.sim import (
         SimConfig,
         SimulationError,

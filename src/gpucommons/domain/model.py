@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from gpucommons.domain.resources import ALL_UNLIMITED, ZERO, Resources
 
-#: The name of the cohort that holds every team that names none (DESIGN: "the cluster").
+#: The name of the cohort that holds every team that names none (docs/design.md: "the cluster").
 DEFAULT_COHORT = "cluster"
 
 

@@ -3,7 +3,7 @@
 The live server applies decisions one by one as its executor acts (admission = launch; preemption =
 signal, then requeue once the task has stopped); the simulator and tests can use this helper for
 the part that happens at decision time. Passing the preemptor along with each victim is what keeps
-the preemptor's claim on the freed GPUs (DESIGN trap 1).
+the preemptor's claim on the freed GPUs (docs/design.md, trap 1).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def apply_decisions(state: ClusterState, decisions: Decisions, now: float) -> No
 
     The caller requeues each victim (`state.requeue(victim, later)`) when it has actually stopped,
     after its grace period — at a later event than this one, even with a zero grace period
-    (DESIGN trap 3).
+    (docs/design.md, trap 3).
     """
     for p in decisions.preempt:
         state.mark_preempting(p.victim_id, p.preemptor_id)

@@ -10,7 +10,7 @@ from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import EngineConfig, NodeSlice, RunningTask
 from gpucommons.engine.whatif import WhatIf
 
-#: Min runtime for a task whose class is unknown to the policy (DESIGN: default 5 minutes).
+#: Min runtime for a task whose class is unknown to the policy (docs/design.md: default 5 minutes).
 DEFAULT_MIN_RUNTIME_S = 300
 
 

@@ -3,7 +3,7 @@
 The pipeline (Kueue `scheduler.go`, `schedule()`):
 
 1. **Heads.** Each team's head: first the tasks that preempted others and still wait for them
-   (they keep their place — DESIGN trap 2), then its queue in `queue_key` order.
+   (they keep their place — docs/design.md, trap 2), then its queue in `queue_key` order.
 2. **Order.** Heads across teams: waiting preemptors first, then (classic) tasks that fit without
    borrowing, higher priority, older; (fair share) lower dominant share after admission first.
 3. **Admit or preempt**, one head at a time, on a what-if snapshot that already holds every
@@ -11,7 +11,7 @@ The pipeline (Kueue `scheduler.go`, `schedule()`):
    - fits in a pool (the team's pools in order) → admit;
    - else victims that let it fit → preempt them and *reserve* its request: its usage is held and
      the GPUs its victims free are its own for the rest of this cycle and in every later cycle
-     until it is admitted (DESIGN trap 1). As in Kueue, no new preemption plan in a cohort and pool
+     until it is admitted (docs/design.md, trap 1). As in Kueue, no new preemption plan in a cohort and pool
      after an admission or another plan there in the same cycle: a plan counts victims that are
      still running, and a task admitted this cycle must be a candidate before older ones are taken;
    - else it waits, with a reason.

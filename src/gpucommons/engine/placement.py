@@ -1,6 +1,6 @@
 """Node-level placement: which GPUs of which nodes a task gets.
 
-Rules (DESIGN: node-level placement):
+Rules (docs/design.md: node-level placement):
 - a task that fits on one node lands on one node: best fit (the node with the fewest free GPUs
   that still holds it, lowest index on ties), which keeps whole nodes free for big gangs;
 - a task larger than a node takes whole free nodes (lowest indices first): all GPUs of each but the

@@ -148,7 +148,8 @@ class ClusterState:
         """A preemption was issued: the task still holds its resources but is never a victim again.
 
         Pass the `Preempt.preemptor_id` so the engine keeps the preemptor's claim on what the victim
-        frees (DESIGN trap 1); without it the freed GPUs are open to whoever is first in the next cycle.
+        frees (docs/design.md, trap 1); without it the freed GPUs are open to whoever is first in the
+        next cycle.
         """
         rt = self._running.get(task_id)
         if rt is None:

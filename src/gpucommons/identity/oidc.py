@@ -1,6 +1,6 @@
 """What an OpenID Connect sign-in tells us about a person, and the rule for its `groups` claim. Pure.
 
-The rule (DESIGN: "Don't authorize from the token's groups claim alone"):
+The rule (docs/design.md: "Don't authorize from the token's groups claim alone"):
 - the directory (SCIM) is the source of membership; roles are always read from it, on every request;
 - the ID token identifies the person (`iss` + `sub`, linked once to a directory user by userName or
   e-mail) and never grants anything by itself;

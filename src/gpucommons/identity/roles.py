@@ -1,6 +1,6 @@
 """From directory groups to a Principal: which teams and cluster roles a person holds. Pure.
 
-The rule (DESIGN "Identity and authorization"):
+The rule (docs/design.md, "Identity"):
 - a member of any of a team's `groups` is a member of the team;
 - a member of any of its `admin_groups` is the team's admin (and so also a member);
 - `identity.admin_groups` make platform admins, `identity.finance_groups` finance.

@@ -1,6 +1,6 @@
 """Contract 4: the usage ledger as CSV, read with line-numbered errors and written back.
 
-Columns (DESIGN, contract 4): `task_id,team,pool,gpus,start,end,priority,borrowed_gpus,end_reason`,
+Columns (docs/design.md, contract 4): `task_id,team,pool,gpus,start,end,priority,borrowed_gpus,end_reason`,
 times in ISO-8601 UTC. Extension: an optional `lost_gpu_hours` column (GPU-hours of work a preemption
 threw away), so that invoices can show lost work; files without it are read as having none.
 

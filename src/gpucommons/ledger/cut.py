@@ -1,4 +1,4 @@
-"""Cutting ledger intervals at a period's edges (DESIGN, "Chargeback model": intervals crossing the
+"""Cutting ledger intervals at a period's edges (docs/design.md, "Chargeback rules": intervals crossing the
 period's edges are cut there), so a task that ran over midnight of the 1st is billed to both months
 for exactly the part that fell in each."""
 

@@ -1,6 +1,6 @@
 """Integrating the ledger over a period: per team and pool, GPU-time used, borrowed and left unused.
 
-DESIGN, "Chargeback model", rule 2, over `[start, end)` with intervals cut at the period's edges:
+docs/design.md, "Chargeback rules", rule 2, over `[start, end)` with intervals cut at the period's edges:
 - `H` = Σ gpus × duration of the team's intervals in the pool;
 - `B` = ∫ max(0, used(t) − nominal) dt: GPU-time above the team's nominal quota (borrowed);
 - `Q` = ∫ max(0, nominal − used(t)) dt: guaranteed quota the team left unused.

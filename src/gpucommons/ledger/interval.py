@@ -35,7 +35,7 @@ class UsageInterval(NamedTuple):
 
     `borrowed_gpus` is the part of the request above the team's nominal quota at admission, as the
     control plane recorded it. Chargeback does not rely on it: it integrates borrowing over time
-    (DESIGN, "Chargeback model", rule 2), because a task admitted on borrowed GPUs stops borrowing
+    (docs/design.md, "Chargeback rules", rule 2), because a task admitted on borrowed GPUs stops borrowing
     when its team's other tasks end. `lost_gpu_hours` is the work a preemption threw away (GPU-hours
     since the victim's last checkpoint); it is an extension column of contract 4, zero when absent.
     """

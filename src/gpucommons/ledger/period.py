@@ -114,7 +114,7 @@ class Period:
         """How many calendar months the period covers, exactly: each month it touches counts for the
         share of that month's time (so of its days, for a period of whole days) that falls inside.
 
-        This is how the monthly admin cost is prorated (DESIGN, "Chargeback model", rule 5).
+        This is how the monthly admin cost is prorated (docs/design.md, "Chargeback rules", rule 5).
         """
         total = Fraction(0)
         year, month = self.start.year, self.start.month

@@ -3,7 +3,7 @@
 The advisor accepts two kinds of history, and both end up as a `Demand`: how many seconds a team
 asked for each number of GPUs.
 
-- A job trace (DESIGN contract 2, read by `gpucommons.sim.read_trace`): a job asks for its `gpus`
+- A job trace (docs/design.md, contract 2, read by `gpucommons.sim.read_trace`): a job asks for its `gpus`
   from its submission until `submit + duration`. This is a proxy. A job that waited in a queue asked
   for its GPUs longer than its run time, so queueing makes the trace *understate* demand; and a trace
   recorded under a scheduler shows the demand that scheduler let in.

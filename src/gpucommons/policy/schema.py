@@ -1,4 +1,4 @@
-"""The policy file's schema (contract 1 of DESIGN.md), as pydantic models.
+"""The policy file's schema (docs/design.md, contract 1), as pydantic models.
 
 Every model forbids unknown keys: a typo (`cohrt:`) is an error, never silently ignored. Defaults
 live here and nowhere else; `docs/policy.md` documents the same values. These models describe the

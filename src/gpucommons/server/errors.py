@@ -1,4 +1,4 @@
-"""Every error leaves the server as `{"error": {"code", "message", "details"}}` (DESIGN, contract 6).
+"""Every error leaves the server as `{"error": {"code", "message", "details"}}` (docs/design.md, contract 6).
 
 FastAPI's own 422 for request validation and Starlette's 404/405 are rewritten into the same shape,
 so a client parses one format whatever went wrong.

@@ -5,7 +5,7 @@ applies them to the engine's `ClusterState`, then calls `decide` again and again
 changes nothing (Kueue runs cycles back to back; decisions take no simulated time). Submissions are
 merged in from the time-ordered job list rather than pushed on the heap.
 
-Job model (DESIGN contract 3): a job runs `duration_s` of work on its request, gang-admitted. On
+Job model (docs/design.md, contract 3): a job runs `duration_s` of work on its request, gang-admitted. On
 preemption it keeps its resources for its class's grace period. A job with a checkpoint interval
 `c` keeps computing during the grace period and, when it stops, falls back to the last multiple
 of `c` it reached (the rest is lost work); a job without one saves its state when told to stop, so
@@ -234,7 +234,7 @@ class Simulation:
         run = self.runs[i]
         if run.state != JobRun.RUNNING:
             return False  # already stopping: a repeated decision changes nothing
-        # Naming the preemptor keeps its claim on what the victim frees (DESIGN, trap 1).
+        # Naming the preemptor keeps its claim on what the victim frees (docs/design.md, trap 1).
         self.state.mark_preempting(run.job.job_id, preemptor_id)
         run.state = JobRun.STOPPING
         run.preemptions += 1

@@ -5,7 +5,7 @@
     task = make_task("t1").team("nlp").gpus(8).priority(500).obj()
     state = make_state(policy).running(make_task("r1").team("cv").gpus(24), at=0).pending(task).obj()
 
-Defaults follow DESIGN.md: the four priority classes (production, interactive, training,
+Defaults follow docs/design.md: the four priority classes (production, interactive, training,
 experiment), every team in the `cluster` cohort, Kueue's preemption defaults (never).
 """
 
@@ -40,7 +40,7 @@ from gpucommons.engine.cycle import decide
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import Admission, Decisions, EngineConfig, NodeSlice, RunningTask, TaskRequest
 
-#: DESIGN.md's four priority classes.
+#: docs/design.md's four priority classes.
 DEFAULT_CLASSES = (
     PriorityClass("production", 1000, preemptible=False, grace_period_s=30),
     PriorityClass("interactive", 800, grace_period_s=30, max_runtime_s=8 * 3600),
@@ -221,7 +221,7 @@ class TaskBuilder:
         return self
 
     def klass(self, name: str) -> TaskBuilder:
-        """The priority class (its DESIGN value unless `priority()` says otherwise)."""
+        """The priority class (its value in docs/design.md unless `priority()` says otherwise)."""
         self._class = name
         if name == "production":
             self._preemptible = False

@@ -1,5 +1,5 @@
 """Hypothesis strategies for random small policies and workloads, and a tiny event loop to run
-the engine on them (the fuzzing DESIGN asks for to catch zero-time preemption loops).
+the engine on them (the fuzzing docs/design.md asks for to catch zero-time preemption loops).
 
 `MiniSim` is deliberately simpler than `gpucommons.sim`: tasks are work of a fixed duration, lose
 all progress when preempted, stop `grace_s` after the preemption, and the engine is settled after
@@ -126,7 +126,7 @@ class Job:
 
 @st.composite
 def workloads(draw: st.DrawFn, policy: Policy, max_jobs: int = 14) -> list[Job]:
-    """Jobs for the policy's teams: sizes up to two nodes, the four DESIGN classes."""
+    """Jobs for the policy's teams: sizes up to two nodes, the four classes of docs/design.md."""
     max_gpn = max(p.gpus_per_node for p in policy.pools)
     n = draw(st.integers(1, max_jobs))
     jobs = []

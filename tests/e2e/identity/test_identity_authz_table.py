@@ -3,8 +3,8 @@
 The roles are real credentials against the real app (`create_app`): directory users pushed by SCIM
 (a team admin and a member of nlp, a person in no group), service tokens (finance, scim), the
 bootstrap admin, and no credential at all. "Own" means a resource of team nlp, "other" one of
-team vision. Expectations are written out here, independently of `authorize()`, from DESIGN's role
-table; list endpoints are also checked for rows of teams the role may not see.
+team vision. Expectations are written out here, independently of `authorize()`, from the role
+table of docs/identity.md; list endpoints are also checked for rows of teams the role may not see.
 
 Every route the app serves must have a row: a new route without one fails
 `test_every_route_has_a_row`, so nobody adds an endpoint without deciding who may use it.
@@ -58,7 +58,7 @@ OWN, OTHER = "nlp", "vision"
 BOTH = frozenset({OWN, OTHER})
 NONE: frozenset[str] = frozenset()
 
-#: What each role may see, per kind of data (DESIGN's role table, written out by hand).
+#: What each role may see, per kind of data (the role table of docs/identity.md, written out by hand).
 SEES_TASKS: dict[str, AbstractSet[str]] = {"admin": BOTH, "team_admin": {OWN}, "member": {OWN}}
 SEES_USAGE: dict[str, AbstractSet[str]] = {
     "admin": BOTH,

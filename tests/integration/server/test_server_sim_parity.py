@@ -1,4 +1,4 @@
-"""The live scheduler decides exactly as the simulator does for the same inputs (DESIGN: "a what-if
+"""The live scheduler decides exactly as the simulator does for the same inputs (docs/design.md: "a what-if
 run predicts the live system"): the same jobs through the real server (store, scheduler, timer
 executor, a hand-driven clock) and through `sim`, first starts compared job by job."""
 

@@ -1,4 +1,4 @@
-"""Hand-computed chargebacks: one case for each idle policy and each admin split (DESIGN, "Chargeback
+"""Hand-computed chargebacks: one case for each idle policy and each admin split (docs/design.md, "Chargeback
 model"). The scenario, worked by hand:
 
 pool `gpu`: 4 GPUs at 1.00 USD per GPU-hour; the period is the first 10 hours of November 2026,

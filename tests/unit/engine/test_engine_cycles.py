@@ -1,4 +1,4 @@
-"""Scenarios over several cycles: the preemption-loop traps of DESIGN.md, min-runtime progress,
+"""Scenarios over several cycles: the preemption-loop traps of docs/design.md, min-runtime progress,
 fair share (ordering, both strategies, half-life), and what callers rely on between cycles."""
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def test_a_class_that_is_not_preemptible_protects_its_tasks_whatever_the_request
 
 
 def test_kueue_reclaims_a_readmitted_borrower_again_and_again_while_commons_guarantees_progress() -> None:
-    """DESIGN's second genuine Kueue loop: a borrower readmitted between a lender's short tasks is
+    """The second genuine Kueue loop: a borrower readmitted between a lender's short tasks is
     reclaimed each time without progress. With min-runtime protection every task runs at least its
     class's min_runtime (300 s for experiments) between two preemptions."""
     from gpucommons.testing.strategies import Job, MiniSim

@@ -1,5 +1,5 @@
 """One-cycle scenarios: a state, a config, and what the cycle must decide. Each is named for the
-rule it pins down (DESIGN "Governance semantics", issue 2 part 3)."""
+rule it pins down (docs/design.md, "Governance rules", issue 2 part 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""authorize()/visible_teams(): the role table of DESIGN "Identity and authorization", row by row."""
+"""authorize()/visible_teams(): the role table of docs/identity.md, row by row."""
 
 from __future__ import annotations
 

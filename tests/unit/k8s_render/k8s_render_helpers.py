@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from gpucommons.testing.shared_data import shared_file
+from gpucommons.testing.repo_data import kueue_file
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "commons.yaml"
@@ -60,9 +60,7 @@ identity: {admin_groups: [platform-admins], finance_groups: [finance]}
 @cache
 def crd_schema(kind_plural: str) -> dict[str, Any]:
     """The v1beta2 openAPIV3Schema of a Kueue CRD, e.g. `clusterqueues`."""
-    crd = yaml.safe_load(
-        shared_file("reference", "kueue-crds", f"kueue.x-k8s.io_{kind_plural}.yaml").read_text()
-    )
+    crd = yaml.safe_load(kueue_file("crds", f"kueue.x-k8s.io_{kind_plural}.yaml").read_text())
     for version in crd["spec"]["versions"]:
         if version["name"] == "v1beta2":
             schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]

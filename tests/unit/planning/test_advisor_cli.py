@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from gpucommons.cli.main import app
 from gpucommons.policy import dump_policy, parse_policy
 from gpucommons.testing.builders import make_policy
-from gpucommons.testing.shared_data import shared_file
+from gpucommons.testing.repo_data import trace_file
 
-HELIOS_FILE = ("traces", "helios_earth_vc_usage_2020-05_5min.csv")
+HELIOS_FILE = "helios_earth_vc_usage_2020-05_5min.csv"
 runner = CliRunner()
 
 
@@ -48,7 +48,7 @@ def small_trace(tmp_path: Path) -> Path:
 def helios_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A policy matching the Helios Earth file: its 16 VCs with their May 2020 quotas, 107 nodes of 8."""
     quotas: dict[str, int] = {}
-    with shared_file(*HELIOS_FILE).open() as handle:
+    with trace_file(HELIOS_FILE).open() as handle:
         for row in csv.DictReader(handle):
             quotas.setdefault(row["team"], int(row["quota_gpus"]))
     lines = [
@@ -69,7 +69,7 @@ def helios_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_helios_usage_gives_a_valid_policy_within_capacity(helios_policy: Path, tmp_path: Path) -> None:
     out, plot = tmp_path / "proposed.yaml", tmp_path / "advice.png"
     code, stdout, stderr = run(
-        "--policy", helios_policy, "--history", shared_file(*HELIOS_FILE), "--out", out, "--plot", plot
+        "--policy", helios_policy, "--history", trace_file(HELIOS_FILE), "--out", out, "--plot", plot
     )
     assert code == 0, stderr
     proposed = parse_policy(out.read_text())
@@ -85,7 +85,7 @@ def test_helios_usage_gives_a_valid_policy_within_capacity(helios_policy: Path, 
 
 def test_helios_json_says_every_team_and_pool(helios_policy: Path) -> None:
     code, stdout, _ = run(
-        "--policy", helios_policy, "--history", shared_file(*HELIOS_FILE), "--json", "--whole-nodes"
+        "--policy", helios_policy, "--history", trace_file(HELIOS_FILE), "--json", "--whole-nodes"
     )
     assert code == 0
     data = json.loads(stdout)

@@ -12,7 +12,7 @@ it. What the policy says about the task's class becomes Job fields Kubernetes en
 - GPUs → `nvidia.com/gpu` limits (the site's GPU resource name); a task larger than one node of its
   pool becomes an Indexed Job of whole-node pods, which Kueue admits all-or-nothing.
 
-The environment is DESIGN contract 6. Checkpoints go to a per-task directory on the team's
+The environment is docs/design.md, contract 6. Checkpoints go to a per-task directory on the team's
 checkpoint claim (a PersistentVolumeClaim the platform provisions), so a preempted task resumes from
 them on whatever node it is readmitted; a task that declared no checkpointing gets an `emptyDir`.
 """

@@ -16,7 +16,7 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucommons"}
 TEAM_LABEL = "gpucommons.io/team"
 DEDICATED_LABEL = "gpucommons.io/dedicated-to"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-#: Jobs carry these two labels so that Kueue queues and prioritises them (DESIGN: backends).
+#: Jobs carry these two labels so that Kueue queues and prioritises them (docs/design.md: backends).
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 #: The LocalQueue of every team namespace. Kueue's LocalQueueDefaulting sends jobs without a

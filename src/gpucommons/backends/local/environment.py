@@ -2,7 +2,7 @@
 
 The server's own environment may hold database URLs and tokens; a task must not inherit them. A
 task gets the locale and PATH of the machine, the variables the control plane set in its `Launch`
-(DESIGN contract 6: COMMONS_TASK_ID, COMMONS_TEAM, COMMONS_CHECKPOINT_DIR, COMMONS_RESTART_COUNT),
+(docs/design.md, contract 6: COMMONS_TASK_ID, COMMONS_TEAM, COMMONS_CHECKPOINT_DIR, COMMONS_RESTART_COUNT),
 CUDA_VISIBLE_DEVICES naming exactly the GPUs it was given, and PYTHONUNBUFFERED=1 (which the
 launch may override) so that a Python task's log can be followed live.
 """

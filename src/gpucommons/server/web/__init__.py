@@ -1,4 +1,4 @@
-"""The web dashboard served at `/` (DESIGN contract 6).
+"""The web dashboard served at `/` (docs/design.md, contract 6).
 
 A single page of plain HTML, CSS and JavaScript modules (no build step) that talks to the public REST
 API with the caller's own credentials; it has no privileges and no data access of its own.

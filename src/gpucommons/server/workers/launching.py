@@ -1,5 +1,5 @@
 """Building an attempt's `Launch`: its team's workspace and account, its checkpoint directory, its
-log, its GPUs as this machine numbers them, and the environment of DESIGN.md (contract 6)."""
+log, its GPUs as this machine numbers them, and the environment of docs/design.md (contract 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Usage and costs: each team's GPU-hours in a month from the ledger, and the month's chargeback (DESIGN
+// Usage and costs: each team's GPU-hours in a month from the ledger, and the month's chargeback (docs/design.md
 // contract 5) per team with each team's invoice when the server computes costs. Signed in by the
 // session cookie, an invoice is a plain link; with a pasted token it is fetched with the token and
 // saved as a file, because a link cannot carry an Authorization header.
