@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from gpucommons.api.errors import CommonsError
+from gpucommons.api.errors import CommonsError, Unauthenticated
 
 if TYPE_CHECKING:  # the client pulls in httpx and pydantic: imported when a command talks to the server
     from gpucommons.client import CommonsClient
@@ -55,22 +55,42 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def error_text(exc: CommonsError) -> str:
+    """The server's message, then each listed issue that adds something to it (path: message)."""
+    lines = [exc.message]
+    issues = exc.details.get("issues") or exc.details.get("errors")
+    if isinstance(issues, list):
+        for issue in issues[:20]:
+            if not isinstance(issue, dict):
+                continue
+            where, text = issue.get("path") or issue.get("field") or "", str(issue.get("message", ""))
+            if where and text and text not in exc.message:
+                lines.append(f"  {where}: {text}")
+    return "\n".join(lines)
+
+
 @contextmanager
 def api() -> Iterator[CommonsClient]:
     """A client for the configured server; API errors become `error: ...` and exit code 1."""
     from gpucommons.client import CommonsClient
 
-    client = CommonsClient(server_url(), server_token())
+    if os.environ.get("COMMONS_TOKEN") == "":
+        raise fail(
+            "COMMONS_TOKEN is empty: set it to a token, e.g. with the `export` line `commons up` printed "
+            "(as root the server keeps its admin token in /var/lib/commons/admin-token), or unset it "
+            "and run `commons login`"
+        )
+    token = server_token()
+    client = CommonsClient(server_url(), token)
     try:
         yield client
+    except Unauthenticated as exc:
+        if token is None:
+            raise fail(
+                "no token: set COMMONS_TOKEN (the `export` line `commons up` printed) or run `commons login`"
+            ) from None
+        raise fail(error_text(exc)) from None
     except CommonsError as exc:
-        message = exc.message
-        issues = exc.details.get("issues") or exc.details.get("errors")
-        if isinstance(issues, list):
-            for issue in issues[:20]:
-                if isinstance(issue, dict):
-                    where = issue.get("path") or issue.get("field") or ""
-                    message += f"\n  {where}: {issue.get('message', '')}" if where else ""
-        raise fail(message) from None
+        raise fail(error_text(exc)) from None
     finally:
         client.close()

@@ -70,7 +70,10 @@ def _live_teams(session: Session) -> dict[str, int]:
 def apply(
     session: Session, text: str, who: str, now: float, dry_run: bool = False
 ) -> tuple[Policy, PolicyRow]:
-    """Validate `text` and make it current. A team that still has tasks may not disappear."""
+    """Validate `text` and make it current. A team that still has tasks may not disappear.
+
+    A dry run stores nothing; its row carries the id of the version in force (which it would replace).
+    """
     policy = parse(text)
     orphans = {t: n for t, n in _live_teams(session).items() if not policy.has_team(t)}
     if orphans:
@@ -81,7 +84,11 @@ def apply(
             {"teams": sorted(orphans)},
         )
     row = PolicyRow(applied_at=now, applied_by=who, cluster_name=policy.cluster_name, text=text)
-    if not dry_run:
+    if dry_run:
+        # Nothing is stored, so the answer names the version that stays in force.
+        in_force = current(session)
+        row.id = in_force.id if in_force is not None else 0
+    else:
         session.add(row)
         session.flush()
     return policy, row
