@@ -178,6 +178,19 @@ class PolicyApply(_Request):
     dry_run: bool = False
 
 
+class ChargebackRules(_Response):
+    """How the policy charges, with the sentences the dashboard and invoices show for each part."""
+
+    currency: str
+    idle: str
+    admin_split: str
+    borrowed_rate: str
+    direct_cost: str = Field(description="What direct cost is, with the policy's borrowed rate")
+    idle_share: str = Field(description="What an idle share is, with the policy's idle rule")
+    kept_by_platform: str = Field(description="What the platform keeps")
+    budget: str = Field(description="What a budget's spend counts")
+
+
 class PolicyInfo(_Response):
     version: int
     applied_at: datetime
@@ -186,6 +199,7 @@ class PolicyInfo(_Response):
     teams: list[str]
     pools: list[str]
     text: str = ""
+    chargeback: ChargebackRules | None = None
 
 
 class Health(_Response):

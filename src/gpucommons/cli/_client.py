@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
@@ -47,7 +48,28 @@ def server_url() -> str:
 
 
 def server_token() -> str | None:
-    return os.environ.get("COMMONS_TOKEN") or _config().get("token")
+    """COMMONS_TOKEN, else the `commons login` file, else — for a server on this machine — the
+    bootstrap admin token `commons up` wrote in its home, when this user may read it (mode 0600:
+    only the server's own user, or root)."""
+    return os.environ.get("COMMONS_TOKEN") or _config().get("token") or _local_admin_token()
+
+
+def default_home_text() -> str:
+    from gpucommons.backends.local.accounts import default_home
+
+    return str(default_home(os.environ))
+
+
+def _local_admin_token() -> str | None:
+    if urlsplit(server_url()).hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    from gpucommons.backends.local.accounts import default_home
+
+    try:
+        token = (default_home(os.environ) / "admin-token").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return token or None
 
 
 def fail(message: str) -> typer.Exit:
@@ -88,6 +110,11 @@ def api() -> Iterator[CommonsClient]:
         if token is None:
             raise fail(
                 "no token: set COMMONS_TOKEN (the `export` line `commons up` printed) or run `commons login`"
+            ) from None
+        if not os.environ.get("COMMONS_TOKEN") and not _config().get("token"):
+            raise fail(
+                f"{error_text(exc)} (the token came from the admin-token file of {default_home_text()}; "
+                "set COMMONS_TOKEN to use another one)"
             ) from None
         raise fail(error_text(exc)) from None
     except CommonsError as exc:

@@ -43,7 +43,8 @@ def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -
     assert_clean_failure(unknown, "unknown team")
     assert unknown.stderr.count("unknown team") == 1, unknown.stderr  # said once, not echoed per field
     assert_clean_failure(commons("tasks", env={**env, "COMMONS_TOKEN": ""}), "COMMONS_TOKEN is empty")
-    no_token = {k: v for k, v in env.items() if k != "COMMONS_TOKEN"} | {"HOME": str(tmp_path)}
+    no_token = {k: v for k, v in env.items() if k != "COMMONS_TOKEN"}
+    no_token |= {"HOME": str(tmp_path), "COMMONS_HOME": str(tmp_path / "no-server-here")}
     assert_clean_failure(commons("tasks", env=no_token), "no token", "COMMONS_TOKEN")
     assert_clean_failure(
         commons("invoice", "--month", "2026-11", "--format", "html", env=env), "add --team", "your teams"
@@ -61,6 +62,9 @@ def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     task_id = done.stdout.strip().splitlines()[-1]
     platform.wait(lambda: platform.task(task_id)["state"] == "succeeded", what="the task to succeed")
+    # On the server's machine, as its user, the CLI finds the bootstrap admin token by itself.
+    local = {k: v for k, v in env.items() if k != "COMMONS_TOKEN"} | {"COMMONS_HOME": str(platform.home)}
+    assert commons("tasks", "--json", env=local).returncode == 0
     piped = commons("tasks", env=env).stdout.splitlines()  # not a terminal: plain, every column
     assert piped[0].split() == ["ID", "TEAM", "NAME", "STATE", "PRIO", "GPUS", "POOL", "RESTARTS", "MESSAGE"]
     assert piped[1].split()[:4] == [task_id, "a", "hello", "succeeded"]

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
+from gpucommons.chargeback import explain
 from gpucommons.api.errors import Conflict, PolicyInvalid
 from gpucommons.domain.model import Policy
 from gpucommons.domain.task import TaskState
@@ -103,4 +104,19 @@ def info(row: PolicyRow, policy: Policy, with_text: bool = False) -> schemas.Pol
         teams=list(policy.team_names),
         pools=[p.name for p in policy.pools],
         text=row.text if with_text else "",
+        chargeback=_chargeback_rules(policy),
+    )
+
+
+def _chargeback_rules(policy: Policy) -> schemas.ChargebackRules:
+    cfg = policy.chargeback
+    return schemas.ChargebackRules(
+        currency=cfg.currency,
+        idle=cfg.idle.value,
+        admin_split=cfg.admin_split.value,
+        borrowed_rate=str(cfg.borrowed_rate),
+        direct_cost=explain.direct_cost_sentence(cfg.borrowed_rate),
+        idle_share=explain.idle_share_sentence(cfg.idle),
+        kept_by_platform=explain.PLATFORM_SENTENCE,
+        budget=explain.BUDGET_SENTENCE,
     )
