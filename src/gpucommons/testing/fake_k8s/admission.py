@@ -102,8 +102,6 @@ def pod_defaults(pod: dict[str, Any], names: random.Random) -> None:
     """ServiceAccount (token volume and mounts), DefaultTolerationSeconds and Priority admission."""
     spec = pod.setdefault("spec", {})
     pod_spec_defaults(spec)
-    if spec.get("restartPolicy") == "Always" and pod["metadata"].get("ownerReferences"):
-        pass
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("enableServiceLinks", True)
@@ -145,6 +143,24 @@ def pod_defaults(pod: dict[str, Any], names: random.Random) -> None:
         container.setdefault("volumeMounts", []).append(
             {"name": volume, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
         )
+    pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """`pkg/apis/core/v1/helper/qos`: BestEffort without requests or limits, Guaranteed when
+    every container's CPU and memory requests equal their limits, Burstable otherwise."""
+    requests, guaranteed = False, True
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        limits, asked = resources.get("limits") or {}, resources.get("requests") or {}
+        if limits or asked:
+            requests = True
+        for name in ("cpu", "memory"):
+            if name not in limits or asked.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not requests:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def validate_job(resource: ResourceType, job: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ from gpucommons.testing.fake_k8s.clock import DEFAULT_START, FakeClock, timestam
 from gpucommons.testing.fake_k8s.controllers import Controllers
 from gpucommons.testing.fake_k8s.faults import Faults
 from gpucommons.testing.fake_k8s.fields import path_text
-from gpucommons.testing.fake_k8s.kubelet import Kubelet
+from gpucommons.testing.fake_k8s.kubelet import Kubelet, Program
 from gpucommons.testing.fake_k8s.kueue import QUEUE_LABEL
 from gpucommons.testing.fake_k8s.resources import ResourceType, resource_for
 from gpucommons.testing.fake_k8s.store import Store, StoreEvent
@@ -389,11 +389,39 @@ class FakeCluster:
         }
         return self.put(node, "kubelet")
 
+    def program(
+        self,
+        namespace: str,
+        job_name: str,
+        run_seconds: float | None = None,
+        exit_code: int = 0,
+        sigterm_seconds: float | None = None,
+        ignore_sigterm: bool = False,
+        lines: Iterable[str] = (),
+    ) -> None:
+        """How the containers of that Job's pods behave (run time, exit code, SIGTERM handling,
+        log lines), without annotating the Job; set it before the pods start."""
+        self.kubelet.programs[(namespace, job_name)] = Program(
+            run_seconds, exit_code, sigterm_seconds, ignore_sigterm, tuple(lines)
+        )
+
     # === time and waiting ==============================================================================
 
-    def advance(self, seconds: float) -> None:
-        """Move the cluster's clock forward; due timers fire on the controller thread."""
-        self.clock.advance(seconds)
+    def advance(self, seconds: float, timeout: float = 30.0) -> None:
+        """Move the cluster's clock forward, stopping at each timer due on the way so that what it
+        sets off happens at its own time (a pod that starts at t+2 and runs 60 s ends at t+62),
+        and let the controllers settle after each step."""
+        target = self.clock.now() + timedelta(seconds=seconds)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.settle(timeout)
+            with self._wake:
+                due = self._timers[0][0] if self._timers else None
+            if due is None or due > target:
+                break
+            self.clock.advance(max(0.0, (due - self.clock.now()).total_seconds()))
+        self.clock.advance(max(0.0, (target - self.clock.now()).total_seconds()))
+        self.settle(timeout)
 
     def wait_for(
         self, predicate: Callable[[], T], what: str = "", timeout: float = 10.0, interval: float = 0.01

@@ -312,7 +312,12 @@ class Controllers:
         if finished is not None:
             if workload is None:
                 return
-            if not is_true(workload, "Finished"):
+            if finished["type"] == "Failed" and is_true(workload, "PodsReady"):
+                new = copy.deepcopy(workload)  # 09: the failed pod first, then Finished
+                set_condition(new, "PodsReady", "False", "WaitForRecovery",
+                              "At least one pod has failed, waiting for recovery", now)
+                self.rt.write("Workload", new, JOB_MANAGER + "-PodsReady")
+            elif not is_true(workload, "Finished"):
                 new = copy.deepcopy(workload)
                 reason = "Succeeded" if finished["type"] == "Complete" else "Failed"
                 set_condition(new, "Finished", "True", reason, finished.get("message", ""), now)

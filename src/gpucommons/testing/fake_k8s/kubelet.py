@@ -52,10 +52,24 @@ class Runtime(Protocol):
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
 
-def run_seconds(pod: dict[str, Any]) -> float | None:
+@dataclass(frozen=True, slots=True)
+class Program:
+    """How the containers of a Job's pods behave, set by a test without touching the Job
+    (`FakeCluster.program`); a pod annotation still wins."""
+
+    run_seconds: float | None = None
+    exit_code: int = 0
+    sigterm_seconds: float | None = None
+    ignore_sigterm: bool = False
+    lines: tuple[str, ...] = ()
+
+
+def run_seconds(pod: dict[str, Any], program: Program | None = None) -> float | None:
     annotations = pod["metadata"].get("annotations") or {}
     if RUN_SECONDS in annotations:
         return float(annotations[RUN_SECONDS])
+    if program is not None and program.run_seconds is not None:
+        return program.run_seconds
     for container in pod["spec"].get("containers") or []:
         words = [*(container.get("command") or []), *(container.get("args") or [])]
         match = _SLEEP.search(" ".join(words))
@@ -72,7 +86,13 @@ class Kubelet:
     logs: dict[str, list[str]] = field(default_factory=dict)
     ended: set[str] = field(default_factory=set)
     stopping: set[str] = field(default_factory=set)
+    #: (namespace, Job name) → how its pods' containers behave
+    programs: dict[tuple[str, str], Program] = field(default_factory=dict)
     _ips: int = 0
+
+    def program_of(self, pod: dict[str, Any]) -> Program:
+        job = (pod["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name", "")
+        return self.programs.get((pod["metadata"].get("namespace", ""), job), Program())
 
     # --- reacting to pods ----------------------------------------------------------------------------
 
@@ -93,13 +113,11 @@ class Kubelet:
         new = copy.deepcopy(pod)
         status = new.setdefault("status", {"phase": "Pending"})
         status.setdefault("phase", "Pending")
-        status["qosClass"] = _qos(pod)
         if node is None:
             conditions = [
                 {
                     "type": "PodScheduled",
                     "status": "False",
-                    "lastProbeTime": None,
                     "lastTransitionTime": now,
                     "reason": "Unschedulable",
                     "message": why,
@@ -111,7 +129,7 @@ class Kubelet:
             return
         new["spec"]["nodeName"] = node
         status["conditions"] = [
-            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
         ]
         stored = self.runtime.write("Pod", new, "kube-scheduler")
         uid = stored["metadata"]["uid"]
@@ -183,20 +201,17 @@ class Kubelet:
                     {
                         "type": "PodReadyToStartContainers",
                         "status": "True",
-                        "lastProbeTime": None,
                         "lastTransitionTime": now,
                     },
                     {
                         "type": "Initialized",
                         "status": "True",
-                        "lastProbeTime": None,
                         "lastTransitionTime": now,
                     },
-                    {"type": "Ready", "status": "True", "lastProbeTime": None, "lastTransitionTime": now},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now},
                     {
                         "type": "ContainersReady",
                         "status": "True",
-                        "lastProbeTime": None,
                         "lastTransitionTime": now,
                     },
                     status["conditions"][0],
@@ -226,10 +241,13 @@ class Kubelet:
         for container in pod["spec"].get("containers") or []:
             words = [*(container.get("command") or []), *(container.get("args") or [])]
             self.log(uid, f"fake kubelet: container {container['name']} started: {shlex.join(words)}")
-        seconds = run_seconds(pod)
+        program = self.program_of(pod)
+        for line in program.lines:
+            self.log(uid, line)
+        seconds = run_seconds(pod, program)
         if seconds is not None:
             annotations = pod["metadata"].get("annotations") or {}
-            code = int(annotations.get(EXIT_CODE, 0))
+            code = int(annotations.get(EXIT_CODE, program.exit_code))
             self.runtime.after(seconds, lambda: self._finish(namespace, name, uid, code, deleted=False))
 
     def _on_deleted(self, pod: dict[str, Any], phase: str) -> None:
@@ -247,12 +265,14 @@ class Kubelet:
             meta.get("deletionGracePeriodSeconds", pod["spec"].get("terminationGracePeriodSeconds", 30))
         )
         self.log(uid, f"fake kubelet: sending SIGTERM (pod deleted, grace period {grace:g}s)")
-        if annotations.get(IGNORE_SIGTERM) == "true":
+        program = self.program_of(pod)
+        if annotations.get(IGNORE_SIGTERM) == "true" or program.ignore_sigterm:
             self.runtime.after(
                 grace, lambda: self._finish(meta["namespace"], meta["name"], uid, 137, deleted=True)
             )
             return
-        seconds = min(grace, float(annotations.get(SIGTERM_SECONDS, grace)))
+        default = program.sigterm_seconds if program.sigterm_seconds is not None else grace
+        seconds = min(grace, float(annotations.get(SIGTERM_SECONDS, default)))
         self.runtime.after(
             seconds, lambda: self._finish(meta["namespace"], meta["name"], uid, 143, deleted=True)
         )
@@ -275,21 +295,18 @@ class Kubelet:
             {
                 "type": "PodReadyToStartContainers",
                 "status": "False",
-                "lastProbeTime": None,
                 "lastTransitionTime": now,
             },
             {**(initialized or {}), **({"reason": "PodCompleted"} if code == 0 else {})},
             {
                 "type": "Ready",
                 "status": "False",
-                "lastProbeTime": None,
                 "lastTransitionTime": now,
                 "reason": reason,
             },
             {
                 "type": "ContainersReady",
                 "status": "False",
-                "lastProbeTime": None,
                 "lastTransitionTime": now,
                 "reason": reason,
             },
@@ -342,19 +359,3 @@ class Kubelet:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _qos(pod: dict[str, Any]) -> str:
-    requests, limits = False, True
-    for container in pod["spec"].get("containers") or []:
-        resources = container.get("resources") or {}
-        if resources.get("requests") or resources.get("limits"):
-            requests = True
-        for name in ("cpu", "memory"):
-            if (resources.get("limits") or {}).get(name) is None or (resources.get("requests") or {}).get(
-                name, resources["limits"][name]
-            ) != resources["limits"][name]:
-                limits = False
-    if not requests:
-        return "BestEffort"
-    return "Guaranteed" if limits else "Burstable"
