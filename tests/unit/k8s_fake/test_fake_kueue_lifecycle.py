@@ -136,3 +136,76 @@ def test_track_a_failed_ends_with_the_recorded_failed_states(cluster: FakeCluste
     assert [f for f in _steps("A-failed") if f != "07-readmitted.json"] == ["job-failed.json", "09-finished-failed.json"]
     _assert_in_order(_states(cluster, "Workload", JOB), ["07-readmitted.json", "09-finished-failed.json"])
     _assert_in_order(_states(cluster, "Job", JOB), ["job-failed.json"], ignore=("metadata.generation",))
+
+
+def _check_patch(cluster: FakeCluster, name: str, state: str, message: str, **extra: Any) -> None:
+    """The external controller's write: a JSON merge patch of the Workload's status, through the
+    real kubernetes client (`application/merge-patch+json`, as Kueue's docs advise for CRDs)."""
+    from kubernetes import client  # noqa: PLC0415
+
+    configuration = client.Configuration()
+    configuration.host = cluster.url
+    configuration.api_key = {"BearerToken": cluster.token}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    api = client.CustomObjectsApi(client.ApiClient(configuration))
+    entry = {"name": "gpucommons-governance", "state": state, "message": message,
+             "lastTransitionTime": cluster.now_text(), **extra}
+    api.patch_namespaced_custom_object_status(
+        "kueue.x-k8s.io", "v1beta2", NAMESPACE, "workloads", name,
+        {"status": {"admissionChecks": [entry]}}, _content_type="application/merge-patch+json",
+    )
+
+
+def _track_b(cluster: FakeCluster) -> str:
+    setup_nlp(cluster, with_check=True)
+    cluster.create(job_from_shape())
+    cluster.advance(1)
+    workload = cluster.workload_of(NAMESPACE, JOB)
+    assert workload is not None
+    return str(workload["metadata"]["name"])
+
+
+def test_track_b_an_approved_check_admits_and_starts_the_job_with_its_pod_set_updates(cluster: FakeCluster) -> None:
+    name = _track_b(cluster)
+    _check_patch(cluster, name, "Pending", "waiting for GPU Commons governance review of 8 x nvidia.com/gpu (h100) for team-nlp")
+    cluster.advance(1)
+    _check_patch(cluster, name, "Ready", "approved: grant g-20260901-0042",
+                 podSetUpdates=[{"name": "main", "annotations": {"gpucommons.example.com/grant": "g-20260901-0042"}}])
+    cluster.advance(5)
+    files = _steps("B-admission-check-approved")
+    _assert_in_order(_states(cluster, "Workload", JOB), files, ignore=("status.conditions.0",))
+    job = cluster.get("Job", JOB, NAMESPACE)
+    assert job is not None and job["spec"]["suspend"] is False
+    assert job["spec"]["template"]["metadata"]["annotations"]["gpucommons.example.com/grant"] == "g-20260901-0042"
+
+
+def test_track_b_a_rejected_check_deactivates_the_workload_as_recorded(cluster: FakeCluster) -> None:
+    name = _track_b(cluster)
+    _check_patch(cluster, name, "Pending", "waiting for GPU Commons governance review of 8 x nvidia.com/gpu (h100) for team-nlp")
+    cluster.advance(1)
+    _check_patch(cluster, name, "Rejected", "denied: team-nlp has no h100 GPU-hour budget left this period")
+    cluster.advance(5)
+    _assert_in_order(_states(cluster, "Workload", JOB), _steps("B-admission-check-rejected"))
+    job = cluster.get("Job", JOB, NAMESPACE)
+    assert job is not None and job["spec"]["suspend"] is True and not cluster.pods_of(NAMESPACE, JOB)
+
+
+def test_a_retry_check_releases_the_quota_and_requeues(cluster: FakeCluster) -> None:
+    name = _track_b(cluster)
+    _check_patch(cluster, name, "Retry", "budget service unreachable")
+    cluster.advance(1)
+    states = _states(cluster, "Workload", JOB)
+    evicted = [s for s in states if any(c["type"] == "Evicted" and c["status"] == "True" for c in s.get("status", {}).get("conditions", []))]
+    assert evicted, "the Retry evicts"
+    reason = next(c for c in evicted[0]["status"]["conditions"] if c["type"] == "Evicted")
+    assert (reason["reason"], reason["message"]) == (
+        "AdmissionCheck", 'Evicted due to AdmissionCheck in Retry state: "gpucommons-governance" (budget service unreachable)'
+    )
+    check = evicted[0]["status"]["admissionChecks"][0]
+    assert (check["state"], check["message"], check["retryCount"]) == (
+        "Pending", "Reset to Pending after eviction. Previously: Retry", 1
+    )
+    final = states[-1]["status"]
+    assert final.get("admission") is not None, "requeued (BackoffFinished) and its quota reserved again"
+    requeued = next(c for c in final["conditions"] if c["type"] == "Requeued")
+    assert (requeued["status"], requeued["reason"]) == ("True", "BackoffFinished")

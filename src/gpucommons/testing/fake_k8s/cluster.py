@@ -405,6 +405,14 @@ class FakeCluster:
             run_seconds, exit_code, sigterm_seconds, ignore_sigterm, tuple(lines)
         )
 
+    def now(self) -> datetime:
+        """The cluster's time."""
+        return self.clock.now()
+
+    def now_text(self) -> str:
+        """The cluster's time as a `metav1.Time` string."""
+        return timestamp(self.clock.now())
+
     # === time and waiting ==============================================================================
 
     def advance(self, seconds: float, timeout: float = 30.0) -> None:

@@ -83,6 +83,8 @@ def set_condition(
     new["message"] = message
     for index, old in enumerate(conditions):
         if old.get("type") == kind:
+            if (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
+                return  # nothing to say: the writer skips it (observedGeneration stays, §3.1)
             if old.get("status") == status:
                 new["lastTransitionTime"] = old.get("lastTransitionTime", now)
             conditions[index] = new
