@@ -588,6 +588,15 @@ class FakeCluster:
         finalizers = obj["metadata"].get("finalizers") or []
         if gone:
             for dep in dependents:
+                if dep["kind"] == "Pod" and "batch.kubernetes.io/job-tracking" in (dep["metadata"].get("finalizers") or []):
+                    # the Job controller lets go of the pods of a Job that is gone
+                    dep = copy.deepcopy(dep)
+                    dep["metadata"]["finalizers"] = [
+                        f for f in dep["metadata"]["finalizers"] if f != "batch.kubernetes.io/job-tracking"
+                    ]
+                    if not dep["metadata"]["finalizers"]:
+                        del dep["metadata"]["finalizers"]
+                    dep = self.write("Pod", dep, "kube-controller-manager")
                 if not dep["metadata"].get("deletionTimestamp"):
                     self.delete(
                         resource_for(dep["kind"]),
