@@ -263,6 +263,12 @@ def admit_object(
         validate_job(resource, obj)
     elif operation == "CREATE" and resource.kind == "Pod":
         pod_defaults(obj, names)
+    elif resource.kind == "Namespace":
+        # the NamespaceDefaultLabelName admission step: every namespace carries its own name
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        if operation == "CREATE":
+            obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+            obj["status"] = {"phase": "Active"}
     if validate and resource.group_version == KUEUE_GV:
         obj = validate_kueue(resource, obj)
         if resource.kind == "Workload" and old is not None:
