@@ -65,8 +65,9 @@ def test_a_team_borrows_idle_quota_and_the_lender_reclaims_it(cluster: FakeClust
     )
     # Kueue releases the quota once the Job has no active pod, while the pod still uses its grace period
     assert _conditions(cluster, "nlp", "n1")["Admitted"]["status"] == "True"
-    [stopping] = cluster.pods_of("team-vision", "commons-v1")
-    assert stopping["metadata"]["deletionTimestamp"] and stopping["status"]["phase"] == "Running"
+    stopping = cluster.pods_of("team-vision", "commons-v1")  # an Indexed Job of two 8-GPU pods
+    assert len(stopping) == 2
+    assert all(p["metadata"]["deletionTimestamp"] and p["status"]["phase"] == "Running" for p in stopping)
     requeued = _conditions(cluster, "vision", "v1")
     assert requeued["QuotaReserved"]["status"] == "False" and requeued["Requeued"]["status"] == "True"
     cluster.advance(300)  # the training class's 5-minute grace period
