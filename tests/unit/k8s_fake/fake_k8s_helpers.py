@@ -83,18 +83,32 @@ def without(obj: dict[str, Any], *paths: str) -> dict[str, Any]:
 
 def setup_nlp(cluster: FakeCluster, with_check: bool = False) -> None:
     """The recorded scenario's setup objects (cfg-*.json) and a node of the h100 flavor."""
-    cluster.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE,
-                 "labels": {"kubernetes.io/metadata.name": NAMESPACE}}})
+    cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {"kubernetes.io/metadata.name": NAMESPACE}},
+        }
+    )
     names = ["cfg-resourceflavor-h100.json", "cfg-workloadpriorityclass-training.json"]
     if with_check:
-        names += ["cfg-admissioncheck-gpucommons-governance.json", "cfg-clusterqueue-nlp-with-admission-check.json"]
+        names += [
+            "cfg-admissioncheck-gpucommons-governance.json",
+            "cfg-clusterqueue-nlp-with-admission-check.json",
+        ]
     else:
         names.append("cfg-clusterqueue-nlp.json")
     names.append("cfg-localqueue-default.json")
     for name in names:
         cluster.apply(as_created(name))
-    cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
-                   "metadata": {"name": "urgent"}, "value": 1000})
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "urgent"},
+            "value": 1000,
+        }
+    )
     cluster.add_node(
         "gpu-h100-node-07",
         labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},

@@ -41,10 +41,17 @@ def _namespace(cluster: FakeCluster, name: str = NAMESPACE) -> None:
 
 
 def _cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels or {}}, "data": {"a": "1"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels or {}},
+        "data": {"a": "1"},
+    }
 
 
-def test_resource_versions_come_from_one_counter_and_lists_are_consistent(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_resource_versions_come_from_one_counter_and_lists_are_consistent(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     _namespace(cluster)
     core = client.CoreV1Api(api)
     first = core.create_namespaced_config_map(NAMESPACE, _cm("one"))
@@ -90,7 +97,9 @@ def test_workloads_select_by_cluster_queue(cluster: FakeCluster, api: client.Api
     assert len(found["items"]) == 1 and other["items"] == []
 
 
-def test_a_watch_streams_changes_and_bookmarks_from_a_resource_version(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_a_watch_streams_changes_and_bookmarks_from_a_resource_version(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     _namespace(cluster)
     core = client.CoreV1Api(api)
     start = core.list_namespaced_config_map(NAMESPACE).metadata.resource_version
@@ -98,7 +107,11 @@ def test_a_watch_streams_changes_and_bookmarks_from_a_resource_version(cluster: 
 
     def run() -> None:
         stream = watch.Watch().stream(
-            core.list_namespaced_config_map, NAMESPACE, resource_version=start, allow_watch_bookmarks=True, timeout_seconds=2
+            core.list_namespaced_config_map,
+            NAMESPACE,
+            resource_version=start,
+            allow_watch_bookmarks=True,
+            timeout_seconds=2,
         )
         for event in stream:
             name = event["object"].metadata.name if event["type"] != "BOOKMARK" else ""
@@ -116,13 +129,17 @@ def test_a_watch_streams_changes_and_bookmarks_from_a_resource_version(cluster: 
     assert ("BOOKMARK", "") in events
 
 
-def test_a_watch_from_a_compacted_version_gets_410_and_resumes_after_a_relist(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_a_watch_from_a_compacted_version_gets_410_and_resumes_after_a_relist(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     _namespace(cluster)
     core = client.CoreV1Api(api)
     old = core.list_namespaced_config_map(NAMESPACE).metadata.resource_version
     core.create_namespaced_config_map(NAMESPACE, _cm("a"))
     cluster.store.compact()
-    stream = watch.Watch().stream(core.list_namespaced_config_map, NAMESPACE, resource_version=old, timeout_seconds=1)
+    stream = watch.Watch().stream(
+        core.list_namespaced_config_map, NAMESPACE, resource_version=old, timeout_seconds=1
+    )
     with pytest.raises(ApiException) as gone:
         next(iter(stream))
     assert gone.value.status == 410 and "too old resource version" in str(gone.value.reason)
@@ -134,7 +151,10 @@ def test_a_watch_from_a_compacted_version_gets_410_and_resumes_after_a_relist(cl
 
     def resume() -> None:
         for event in watch.Watch().stream(
-            core.list_namespaced_config_map, NAMESPACE, resource_version=fresh.metadata.resource_version, timeout_seconds=2
+            core.list_namespaced_config_map,
+            NAMESPACE,
+            resource_version=fresh.metadata.resource_version,
+            timeout_seconds=2,
         ):
             seen.append(f"{event['type']} {event['object'].metadata.name}")
 
@@ -146,7 +166,9 @@ def test_a_watch_from_a_compacted_version_gets_410_and_resumes_after_a_relist(cl
     assert seen == ["ADDED b"]
 
 
-def test_server_side_apply_conflicts_name_the_owner_and_force_takes_the_field(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_server_side_apply_conflicts_name_the_owner_and_force_takes_the_field(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     _namespace(cluster)
     path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/settings"
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"mode": "a"}}
@@ -154,8 +176,14 @@ def test_server_side_apply_conflicts_name_the_owner_and_force_takes_the_field(cl
     def apply(manager: str, data: dict[str, str], force: bool = False) -> Any:
         query = [("fieldManager", manager)] + ([("force", "true")] if force else [])
         return api.call_api(
-            *api.param_serialize("PATCH", path, query_params=query, body={**body, "data": data},
-                                 header_params={"Content-Type": "application/apply-patch+yaml"}, auth_settings=["BearerToken"])
+            *api.param_serialize(
+                "PATCH",
+                path,
+                query_params=query,
+                body={**body, "data": data},
+                header_params={"Content-Type": "application/apply-patch+yaml"},
+                auth_settings=["BearerToken"],
+            )
         )
 
     assert apply("alice", {"mode": "a"}).status == 201
@@ -166,13 +194,17 @@ def test_server_side_apply_conflicts_name_the_owner_and_force_takes_the_field(cl
     assert status["message"] == 'Apply failed with 1 conflict: conflict with "alice" using v1: .data.mode'
     forced = apply("bob", {"mode": "b"}, force=True)
     forced.read()
-    assert forced.status == 200 and cluster.field_owners("ConfigMap", "settings", NAMESPACE)[".data.mode"] == {"bob"}
+    assert forced.status == 200 and cluster.field_owners("ConfigMap", "settings", NAMESPACE)[
+        ".data.mode"
+    ] == {"bob"}
     shared = apply("alice", {"mode": "b", "extra": "x"})
     shared.read()
     assert cluster.field_owners("ConfigMap", "settings", NAMESPACE)[".data.mode"] == {"alice", "bob"}
     dropped = apply("alice", {"mode": "b"})
     dropped.read()
-    assert "extra" not in json.loads(dropped.data)["data"], "a field its only manager stops applying is removed"
+    assert "extra" not in json.loads(dropped.data)["data"], (
+        "a field its only manager stops applying is removed"
+    )
 
 
 def test_a_stale_resource_version_is_a_conflict(cluster: FakeCluster, api: client.ApiClient) -> None:
@@ -194,7 +226,9 @@ def test_dry_run_writes_nothing(cluster: FakeCluster, api: client.ApiClient) -> 
     assert cluster.get("ConfigMap", "a", NAMESPACE) is None and cluster.store.resource_version == before
 
 
-def test_injected_5xx_and_hangs_hit_only_the_named_verb_and_resource(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_injected_5xx_and_hangs_hit_only_the_named_verb_and_resource(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     _namespace(cluster)
     core = client.CoreV1Api(api)
     cluster.faults.fail_next("list", "configmaps", n=2, code=503)
@@ -210,7 +244,7 @@ def test_injected_5xx_and_hangs_hit_only_the_named_verb_and_resource(cluster: Fa
     assert internal.value.status == 500 and json.loads(internal.value.body)["reason"] == "InternalError"
     cluster.faults.hang_next("get", "configmaps", n=10, seconds=5)
     started = time.monotonic()
-    with pytest.raises(Exception, match="timed out|Read timed out"):
+    with pytest.raises(Exception, match=r"timed out"):
         core.read_namespaced_config_map("a", NAMESPACE, _request_timeout=0.3)
     assert time.monotonic() - started < 3
     cluster.faults.clear()
@@ -218,7 +252,9 @@ def test_injected_5xx_and_hangs_hit_only_the_named_verb_and_resource(cluster: Fa
     assert [f[2] for f in cluster.faults.fired][:4] == ["status", "status", "status", "hang"]
 
 
-def test_dropped_watches_end_and_expired_watches_get_an_error_event(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_dropped_watches_end_and_expired_watches_get_an_error_event(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     _namespace(cluster)
     core = client.CoreV1Api(api)
     ended = threading.Event()
@@ -236,30 +272,46 @@ def test_dropped_watches_end_and_expired_watches_get_an_error_event(cluster: Fak
     cluster.faults.expire_next_watches()
     version = core.list_namespaced_config_map(NAMESPACE).metadata.resource_version
     with pytest.raises(ApiException) as gone:
-        next(iter(watch.Watch().stream(core.list_namespaced_config_map, NAMESPACE, resource_version=version, timeout_seconds=5)))
+        next(
+            iter(
+                watch.Watch().stream(
+                    core.list_namespaced_config_map, NAMESPACE, resource_version=version, timeout_seconds=5
+                )
+            )
+        )
     assert gone.value.status == 410
 
 
-def test_pod_logs_are_served_and_followed_until_the_container_ends(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_pod_logs_are_served_and_followed_until_the_container_ends(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     cluster.clock.set_scale(50)
     setup_nlp(cluster)
     cluster.program(NAMESPACE, JOB, run_seconds=20, lines=["epoch 1 done"])
     cluster.create(job_from_shape())
     pod = cluster.wait_for(
-        lambda: next((p for p in cluster.pods_of(NAMESPACE, JOB) if p["status"].get("phase") == "Running"), None), "a running pod"
+        lambda: next(
+            (p for p in cluster.pods_of(NAMESPACE, JOB) if p["status"].get("phase") == "Running"), None
+        ),
+        "a running pod",
     )
     core = client.CoreV1Api(api)
-    followed = core.read_namespaced_pod_log(pod["metadata"]["name"], NAMESPACE, follow=True, _preload_content=False)
+    followed = core.read_namespaced_pod_log(
+        pod["metadata"]["name"], NAMESPACE, follow=True, _preload_content=False
+    )
     text = b"".join(followed.stream()).decode()
     assert "started: python -m trainer.main" in text and "epoch 1 done" in text
     assert text.rstrip().endswith("container trainer exited with code 0")
 
 
-def test_the_visibility_api_lists_pending_workloads_with_positions(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_the_visibility_api_lists_pending_workloads_with_positions(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     setup_nlp(cluster)
     for name in ("commons-big", "commons-second", "commons-third"):
         cluster.create(job_from_shape(job=name, gpus=32 if name == "commons-big" else 8))
         cluster.advance(1)
+
     def get(path: str) -> Any:
         answer = api.call_api(*api.param_serialize("GET", path, auth_settings=["BearerToken"]))
         answer.read()
@@ -267,15 +319,22 @@ def test_the_visibility_api_lists_pending_workloads_with_positions(cluster: Fake
 
     summary = get("/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/nlp/pendingworkloads")
     assert summary["kind"] == "PendingWorkloadsSummary"
-    assert [(i["metadata"]["ownerReferences"][0]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"]) for i in summary["items"]] == [
+    assert [
+        (i["metadata"]["ownerReferences"][0]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"])
+        for i in summary["items"]
+    ] == [
         ("commons-second", 0, 0),
         ("commons-third", 1, 1),
     ]
-    local = get(f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/localqueues/default/pendingworkloads")
+    local = get(
+        f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/localqueues/default/pendingworkloads"
+    )
     assert [i["priority"] for i in local["items"]] == [500, 500]
 
 
-def test_deleting_a_job_in_background_takes_its_pods_and_workload(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_deleting_a_job_in_background_takes_its_pods_and_workload(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     setup_nlp(cluster)
     cluster.create(job_from_shape())
     cluster.advance(5)
@@ -285,7 +344,9 @@ def test_deleting_a_job_in_background_takes_its_pods_and_workload(cluster: FakeC
     assert cluster.list("Pod", NAMESPACE) == [] and cluster.list("Workload", NAMESPACE) == []
 
 
-def test_deleting_a_job_without_a_policy_orphans_its_pods_and_finishes_its_workload(cluster: FakeCluster, api: client.ApiClient) -> None:
+def test_deleting_a_job_without_a_policy_orphans_its_pods_and_finishes_its_workload(
+    cluster: FakeCluster, api: client.ApiClient
+) -> None:
     setup_nlp(cluster)
     cluster.create(job_from_shape())
     cluster.advance(5)
@@ -295,4 +356,7 @@ def test_deleting_a_job_without_a_policy_orphans_its_pods_and_finishes_its_workl
     [workload] = cluster.list("Workload", NAMESPACE)
     assert pod["status"]["phase"] == "Running" and "ownerReferences" not in pod["metadata"]
     finished = next(c for c in workload["status"]["conditions"] if c["type"] == "Finished")
-    assert (finished["reason"], finished["message"]) == ("OwnerNotFound", "The workload's owner no longer exists")
+    assert (finished["reason"], finished["message"]) == (
+        "OwnerNotFound",
+        "The workload's owner no longer exists",
+    )

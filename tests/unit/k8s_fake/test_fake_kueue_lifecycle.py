@@ -32,7 +32,11 @@ def cluster() -> Iterator[FakeCluster]:
 
 
 def _states(cluster: FakeCluster, kind: str, name_part: str) -> list[dict[str, Any]]:
-    return [obj for event, obj in cluster.history(kind) if name_part in obj["metadata"]["name"] and event != "DELETED"]
+    return [
+        obj
+        for event, obj in cluster.history(kind)
+        if name_part in obj["metadata"]["name"] and event != "DELETED"
+    ]
 
 
 def _assert_in_order(states: list[dict[str, Any]], files: list[str], ignore: tuple[str, ...] = ()) -> None:
@@ -43,8 +47,13 @@ def _assert_in_order(states: list[dict[str, Any]], files: list[str], ignore: tup
         wanted = normalise(without(shape(name), *ignore))
         found = next((i for i in range(position, len(normalised)) if normalised[i] == wanted), None)
         if found is None:
-            closest = min(normalised[position:] or [{}], key=lambda s: len(json.dumps(s)) * 0 + _distance(s, wanted))
-            raise AssertionError(f"{name}: no written state matches after #{position}; closest differs by\n" + _diff(closest, wanted))
+            closest = min(
+                normalised[position:] or [{}], key=lambda s: len(json.dumps(s)) * 0 + _distance(s, wanted)
+            )
+            raise AssertionError(
+                f"{name}: no written state matches after #{position}; closest differs by\n"
+                + _diff(closest, wanted)
+            )
         position = found + 1
 
 
@@ -68,7 +77,11 @@ def _flat(obj: Any, prefix: str = "") -> dict[str, str]:
 
 def _diff(got: Any, wanted: Any) -> str:
     a, b = _flat(got), _flat(wanted)
-    lines = [f"  {k}: written {a.get(k)} recorded {b.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    lines = [
+        f"  {k}: written {a.get(k)} recorded {b.get(k)}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
     return "\n".join(lines[:40])
 
 
@@ -106,14 +119,23 @@ def test_track_a_workload_states_match_the_recorded_sequence(cluster: FakeCluste
     message = next(c["message"] for c in evicted["status"]["conditions"] if c["type"] == "Evicted")
     preemptor = cluster.workload_of(NAMESPACE, "commons-preemptor")
     assert preemptor is not None and preemptor["metadata"]["uid"] in message
-    assert message.endswith("due to prioritization in the ClusterQueue; preemptor path: /gpucommons/nlp; preemptee path: /gpucommons/nlp")
+    assert message.endswith(
+        "due to prioritization in the ClusterQueue; preemptor path: /gpucommons/nlp; "
+        "preemptee path: /gpucommons/nlp"
+    )
 
 
 def test_track_a_job_states_match_the_recorded_sequence(cluster: FakeCluster) -> None:
     _preempted_story(cluster)
     states = _states(cluster, "Job", JOB)
     files = [f for f in _steps("A-preempted-readmitted-succeeded") if f.startswith("job-")]
-    assert files == ["job-suspended.json", "job-running.json", "job-suspended-after-eviction.json", "job-running.json", "job-complete.json"]
+    assert files == [
+        "job-suspended.json",
+        "job-running.json",
+        "job-suspended-after-eviction.json",
+        "job-running.json",
+        "job-complete.json",
+    ]
     _assert_in_order(states, files[:3], ignore=())
     _assert_in_order(states, files[3:], ignore=("metadata.generation",))
     # created 1, started +1, stopped +2 (suspend, then the template restored), started again +1
@@ -133,7 +155,10 @@ def test_track_a_pods_end_as_recorded_143_when_preempted_and_0_when_done(cluster
 
 def test_track_a_failed_ends_with_the_recorded_failed_states(cluster: FakeCluster) -> None:
     _preempted_story(cluster, exit_code=1)
-    assert [f for f in _steps("A-failed") if f != "07-readmitted.json"] == ["job-failed.json", "09-finished-failed.json"]
+    assert [f for f in _steps("A-failed") if f != "07-readmitted.json"] == [
+        "job-failed.json",
+        "09-finished-failed.json",
+    ]
     _assert_in_order(_states(cluster, "Workload", JOB), ["07-readmitted.json", "09-finished-failed.json"])
     _assert_in_order(_states(cluster, "Job", JOB), ["job-failed.json"], ignore=("metadata.generation",))
 
@@ -141,18 +166,28 @@ def test_track_a_failed_ends_with_the_recorded_failed_states(cluster: FakeCluste
 def _check_patch(cluster: FakeCluster, name: str, state: str, message: str, **extra: Any) -> None:
     """The external controller's write: a JSON merge patch of the Workload's status, through the
     real kubernetes client (`application/merge-patch+json`, as Kueue's docs advise for CRDs)."""
-    from kubernetes import client  # noqa: PLC0415
+    from kubernetes import client
 
     configuration = client.Configuration()
     configuration.host = cluster.url
     configuration.api_key = {"BearerToken": cluster.token}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
     api = client.CustomObjectsApi(client.ApiClient(configuration))
-    entry = {"name": "gpucommons-governance", "state": state, "message": message,
-             "lastTransitionTime": cluster.now_text(), **extra}
+    entry = {
+        "name": "gpucommons-governance",
+        "state": state,
+        "message": message,
+        "lastTransitionTime": cluster.now_text(),
+        **extra,
+    }
     api.patch_namespaced_custom_object_status(
-        "kueue.x-k8s.io", "v1beta2", NAMESPACE, "workloads", name,
-        {"status": {"admissionChecks": [entry]}}, _content_type="application/merge-patch+json",
+        "kueue.x-k8s.io",
+        "v1beta2",
+        NAMESPACE,
+        "workloads",
+        name,
+        {"status": {"admissionChecks": [entry]}},
+        _content_type="application/merge-patch+json",
     )
 
 
@@ -165,23 +200,43 @@ def _track_b(cluster: FakeCluster) -> str:
     return str(workload["metadata"]["name"])
 
 
-def test_track_b_an_approved_check_admits_and_starts_the_job_with_its_pod_set_updates(cluster: FakeCluster) -> None:
+def test_track_b_an_approved_check_admits_and_starts_the_job_with_its_pod_set_updates(
+    cluster: FakeCluster,
+) -> None:
     name = _track_b(cluster)
-    _check_patch(cluster, name, "Pending", "waiting for GPU Commons governance review of 8 x nvidia.com/gpu (h100) for team-nlp")
+    _check_patch(
+        cluster,
+        name,
+        "Pending",
+        "waiting for GPU Commons governance review of 8 x nvidia.com/gpu (h100) for team-nlp",
+    )
     cluster.advance(1)
-    _check_patch(cluster, name, "Ready", "approved: grant g-20260901-0042",
-                 podSetUpdates=[{"name": "main", "annotations": {"gpucommons.example.com/grant": "g-20260901-0042"}}])
+    _check_patch(
+        cluster,
+        name,
+        "Ready",
+        "approved: grant g-20260901-0042",
+        podSetUpdates=[{"name": "main", "annotations": {"gpucommons.example.com/grant": "g-20260901-0042"}}],
+    )
     cluster.advance(5)
     files = _steps("B-admission-check-approved")
     _assert_in_order(_states(cluster, "Workload", JOB), files, ignore=("status.conditions.0",))
     job = cluster.get("Job", JOB, NAMESPACE)
     assert job is not None and job["spec"]["suspend"] is False
-    assert job["spec"]["template"]["metadata"]["annotations"]["gpucommons.example.com/grant"] == "g-20260901-0042"
+    assert (
+        job["spec"]["template"]["metadata"]["annotations"]["gpucommons.example.com/grant"]
+        == "g-20260901-0042"
+    )
 
 
 def test_track_b_a_rejected_check_deactivates_the_workload_as_recorded(cluster: FakeCluster) -> None:
     name = _track_b(cluster)
-    _check_patch(cluster, name, "Pending", "waiting for GPU Commons governance review of 8 x nvidia.com/gpu (h100) for team-nlp")
+    _check_patch(
+        cluster,
+        name,
+        "Pending",
+        "waiting for GPU Commons governance review of 8 x nvidia.com/gpu (h100) for team-nlp",
+    )
     cluster.advance(1)
     _check_patch(cluster, name, "Rejected", "denied: team-nlp has no h100 GPU-hour budget left this period")
     cluster.advance(5)
@@ -195,15 +250,25 @@ def test_a_retry_check_releases_the_quota_and_requeues(cluster: FakeCluster) -> 
     _check_patch(cluster, name, "Retry", "budget service unreachable")
     cluster.advance(1)
     states = _states(cluster, "Workload", JOB)
-    evicted = [s for s in states if any(c["type"] == "Evicted" and c["status"] == "True" for c in s.get("status", {}).get("conditions", []))]
+    evicted = [
+        s
+        for s in states
+        if any(
+            c["type"] == "Evicted" and c["status"] == "True"
+            for c in s.get("status", {}).get("conditions", [])
+        )
+    ]
     assert evicted, "the Retry evicts"
     reason = next(c for c in evicted[0]["status"]["conditions"] if c["type"] == "Evicted")
     assert (reason["reason"], reason["message"]) == (
-        "AdmissionCheck", 'Evicted due to AdmissionCheck in Retry state: "gpucommons-governance" (budget service unreachable)'
+        "AdmissionCheck",
+        'Evicted due to AdmissionCheck in Retry state: "gpucommons-governance" (budget service unreachable)',
     )
     check = evicted[0]["status"]["admissionChecks"][0]
     assert (check["state"], check["message"], check["retryCount"]) == (
-        "Pending", "Reset to Pending after eviction. Previously: Retry", 1
+        "Pending",
+        "Reset to Pending after eviction. Previously: Retry",
+        1,
     )
     final = states[-1]["status"]
     assert final.get("admission") is not None, "requeued (BackoffFinished) and its quota reserved again"

@@ -27,9 +27,19 @@ def cluster() -> Iterator[FakeCluster]:
         yield fake
 
 
-def _job(task_id: str, team: str, gpus: int, pool: str = "h100", priority: str = "training") -> dict[str, Any]:
-    task = JobTask(task_id, team, ("python", "train.py"), "ghcr.io/acme/train:1", gpus, priority, pool,
-                   checkpoint=CheckpointSpec(CheckpointMode.EVERY, 600))
+def _job(
+    task_id: str, team: str, gpus: int, pool: str = "h100", priority: str = "training"
+) -> dict[str, Any]:
+    task = JobTask(
+        task_id,
+        team,
+        ("python", "train.py"),
+        "ghcr.io/acme/train:1",
+        gpus,
+        priority,
+        pool,
+        checkpoint=CheckpointSpec(CheckpointMode.EVERY, 600),
+    )
     return task_job(load_policy(EXAMPLE), task)
 
 
@@ -49,7 +59,8 @@ def test_a_team_borrows_idle_quota_and_the_lender_reclaims_it(cluster: FakeClust
     evicted = _conditions(cluster, "vision", "v1")["Preempted"]
     assert evicted["reason"] == "InCohortReclamation"
     assert evicted["message"].endswith(
-        "due to reclamation within the cohort; preemptor path: /company/research/nlp; preemptee path: /company/research/vision"
+        "due to reclamation within the cohort; preemptor path: /company/research/nlp; "
+        "preemptee path: /company/research/vision"
     )
     messages = [
         c["message"]
@@ -60,8 +71,9 @@ def test_a_team_borrows_idle_quota_and_the_lender_reclaims_it(cluster: FakeClust
     # nlp sees its 4 unlent H100s plus what the cohort tree still has idle (recsys lends 4 via
     # company): 12 of the 16, so 4 more are needed
     assert messages[0] == (
-        "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, insufficient unused "
-        "quota for nvidia.com/gpu in flavor h100, 4 more needed. Pending the preemption of 1 workload(s)"
+        "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, "
+        "insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more needed. "
+        "Pending the preemption of 1 workload(s)"
     )
     # Kueue releases the quota once the Job has no active pod, while the pod still uses its grace period
     assert _conditions(cluster, "nlp", "n1")["Admitted"]["status"] == "True"
@@ -89,6 +101,8 @@ def test_lower_priority_work_of_the_same_team_waits_behind_higher(cluster: FakeC
     for task_id, priority in (("r1", "experiment"), ("r2", "experiment"), ("r3", "production")):
         cluster.create(_job(task_id, "recsys", 8, priority=priority))
         cluster.advance(1)
-    admitted = {t: _conditions(cluster, "recsys", t).get("Admitted", {}).get("status") for t in ("r1", "r2", "r3")}
+    admitted = {
+        t: _conditions(cluster, "recsys", t).get("Admitted", {}).get("status") for t in ("r1", "r2", "r3")
+    }
     assert admitted["r3"] == "True" and admitted["r2"] != "True"
     assert _conditions(cluster, "recsys", "r1").get("Preempted", {}).get("reason") == "InClusterQueue"

@@ -39,10 +39,19 @@ def written() -> Iterator[list[tuple[str, dict[str, Any]]]]:
             if with_check:
                 workload = cluster.workload_of(NAMESPACE, JOB)
                 assert workload is not None
-                entry = {"name": "gpucommons-governance", "state": "Rejected", "message": "no budget",
-                         "lastTransitionTime": cluster.now_text()}
-                cluster.patch("Workload", workload["metadata"]["name"], {"status": {"admissionChecks": [entry]}},
-                              NAMESPACE, status=True)
+                entry = {
+                    "name": "gpucommons-governance",
+                    "state": "Rejected",
+                    "message": "no budget",
+                    "lastTransitionTime": cluster.now_text(),
+                }
+                cluster.patch(
+                    "Workload",
+                    workload["metadata"]["name"],
+                    {"status": {"admissionChecks": [entry]}},
+                    NAMESPACE,
+                    status=True,
+                )
             else:
                 preemptor = job_from_shape(job="commons-urgent", gpus=32)
                 preemptor["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
@@ -62,7 +71,9 @@ def _distinct(objects: list[tuple[str, dict[str, Any]]], kinds: set[str]) -> lis
     return out
 
 
-def test_every_kueue_object_written_validates_against_its_crd(written: list[tuple[str, dict[str, Any]]]) -> None:
+def test_every_kueue_object_written_validates_against_its_crd(
+    written: list[tuple[str, dict[str, Any]]],
+) -> None:
     objects = _distinct(written, set(PLURALS))
     assert {o["kind"] for o in objects} >= {"Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor"}
     for obj in objects:
@@ -71,7 +82,9 @@ def test_every_kueue_object_written_validates_against_its_crd(written: list[tupl
         assert unknown_fields(obj, schema) == [], obj["metadata"]["name"]
 
 
-def test_every_job_and_pod_written_validates_against_kubernetes(written: list[tuple[str, dict[str, Any]]]) -> None:
+def test_every_job_and_pod_written_validates_against_kubernetes(
+    written: list[tuple[str, dict[str, Any]]],
+) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     objects = _distinct(written, {"Job", "Pod", "Node", "Namespace"})
     assert {o["kind"] for o in objects} >= {"Job", "Pod"}

@@ -223,7 +223,7 @@ def validate_kueue(resource: ResourceType, obj: dict[str, Any]) -> dict[str, Any
     if schema is None:
         return obj
     meta = obj.get("metadata", {})
-    pruned = prune({k: v for k, v in obj.items() if k != "metadata"}, schema)
+    pruned: dict[str, Any] = prune({k: v for k, v in obj.items() if k != "metadata"}, schema)
     pruned["metadata"] = meta
     error = next(
         iter(sorted(_validator(resource.plural).iter_errors({**pruned, "metadata": {}}), key=str)), None

@@ -13,10 +13,10 @@ API server's `Status` objects (`statuses`). Bearer-token authentication; `forbid
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import json
 import random
-import string
 import threading
 import time
 import urllib.parse
@@ -67,7 +67,7 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
 class Request:
     method: str
     path: str
-    query: dict[str, list[str]]
+    query: dict[str, builtins.list[str]]
     headers: dict[str, str]
     body: Any
 
@@ -122,7 +122,7 @@ class Admission(Protocol):
 
 
 class LogSource(Protocol):
-    def pod_log(self, namespace: str, name: str, container: str | None) -> tuple[list[str], bool]:
+    def pod_log(self, namespace: str, name: str, container: str | None) -> tuple[builtins.list[str], bool]:
         """(lines so far, whether the container has ended); raises ApiError."""
         ...
 
@@ -172,7 +172,7 @@ class ApiServer:
     bookmark_interval: float = 1.0
     #: Longest a watch stays open when the client names no timeoutSeconds (real seconds).
     max_watch_seconds: float = 1800.0
-    requests: list[Request] = field(default_factory=list)
+    requests: builtins.list[Request] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _names: random.Random = field(default_factory=lambda: random.Random(42))
@@ -249,7 +249,10 @@ class ApiServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="fake-k8s-http"
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name="fake-k8s-http",
         ).start()
 
     def stop(self) -> None:
@@ -428,9 +431,13 @@ class ApiServer:
     def _list(self, request: Request, target: Target) -> Answer:
         matches = self._matcher(request, target)
         version = request.param("resourceVersion")
-        if request.param("resourceVersionMatch") == "Exact" and version:
-            if self.store.too_old(int(version)) or int(version) != self.store.resource_version:
-                raise statuses.expired(int(version), self.store.resource_version)
+        exact = request.param("resourceVersionMatch") == "Exact" and version
+        if (
+            exact
+            and version
+            and (self.store.too_old(int(version)) or int(version) != self.store.resource_version)
+        ):
+            raise statuses.expired(int(version), self.store.resource_version)
         with self.store.lock:
             current = self.store.resource_version
             items = sorted(
@@ -451,8 +458,8 @@ class ApiServer:
                     "The provided continue parameter is too old to display a consistent list result. You can "
                     "start a new list without the continue parameter, or use the continue token in this "
                     "response to retrieve the remainder of the results. Continuing with the provided token "
-                    "results in an inconsistent list - objects that were created, modified, or deleted between "
-                    "the time the first chunk was returned and now may show up in the list.",
+                    "results in an inconsistent list - objects that were created, modified, or deleted "
+                    "between the time the first chunk was returned and now may show up in the list.",
                 )
             after = tuple(start["after"])
             items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > after]
@@ -498,7 +505,7 @@ class ApiServer:
             if store.too_old(start):
                 error = statuses.expired(start, store.resource_version)
                 return Stream(iter([_line({"type": "ERROR", "object": error.body})]))
-            initial: list[dict[str, Any]] = []
+            initial: builtins.list[dict[str, Any]] = []
             visible = {_key(o) for o in store.list(target.plural, target.namespace) if matches(o)}
         else:
             with store.lock:
@@ -802,7 +809,8 @@ class ApiServer:
             raise statuses.status(
                 422,
                 "Invalid",
-                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                "is required for apply patch",
             )
         if not isinstance(body, dict) or body.get("kind") != target.resource.kind:
             raise statuses.bad_request(
@@ -819,9 +827,11 @@ class ApiServer:
                     raise statuses.not_found(target.resource, target.name)
                 if target.resource.status:
                     applied.pop("status", None)
+                owners = ssa.ownership_for_create(target.resource, applied, manager, "")
+                owners.managers[(manager, "")] = ("Apply", timestamp(self.clock.now()))
                 applied = self.admission("CREATE", target.resource, applied, None, False)
                 stored = self.store.create(
-                    target.resource, applied, manager, operation="Apply", dry_run=dry_run
+                    target.resource, applied, manager, operation="Apply", dry_run=dry_run, ownership=owners
                 )
                 return Answer(201, stored)
             merged, ownership = ssa.apply(
@@ -878,11 +888,3 @@ def _injected_error(code: int, verb: str, target: Target) -> ApiError:
     if code == 502:
         return statuses.status(502, "InternalError", "Bad Gateway")
     return statuses.internal_error(f"etcdserver: request timed out ({what})")
-
-
-def object_path(resource: ResourceType, namespace: str | None, name: str) -> str:
-    return resource.path(namespace, name)
-
-
-__all__ = ["Answer", "ApiServer", "Request", "Stream", "Target", "object_path", "timestamp"]
-_ = string

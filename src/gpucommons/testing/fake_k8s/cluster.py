@@ -13,6 +13,8 @@ writes. Time is the cluster's own clock (`clock.py`): `time_scale=0` stops it an
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import copy
 import heapq
 import itertools
@@ -100,15 +102,15 @@ class FakeCluster:
             bookmark_interval=bookmark_interval,
         )
         #: every write, in order, as (type, kind, object): what a watcher of everything saw.
-        self.journal: list[tuple[str, str, dict[str, Any]]] | None = [] if journal else None
-        self._queue: list[StoreEvent] = []
-        self._timers: list[tuple[datetime, int, Callable[[], None]]] = []
+        self.journal: builtins.list[tuple[str, str, dict[str, Any]]] | None = [] if journal else None
+        self._queue: builtins.list[StoreEvent] = []
+        self._timers: builtins.list[tuple[datetime, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._wake = threading.Condition()
         self._stopping = threading.Event()
         self._busy = False
         self._thread: threading.Thread | None = None
-        self.errors: list[BaseException] = []
+        self.errors: builtins.list[BaseException] = []
         self.store.on_write(self._on_write)
         self.clock.on_change(self._poke)
         for namespace in namespaces:
@@ -170,10 +172,10 @@ class FakeCluster:
         self.api.token = value
 
     @property
-    def requests(self) -> list[Request]:
+    def requests(self) -> builtins.list[Request]:
         return self.api.requests
 
-    def writes(self) -> list[Request]:
+    def writes(self) -> builtins.list[Request]:
         """Requests that change the store: PATCH, PUT, POST, DELETE without dryRun."""
         return [
             r
@@ -214,7 +216,7 @@ class FakeCluster:
 
     def list(
         self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         items = self.store.list(resource_for(kind).plural, namespace)
         if labels:
             items = [
@@ -235,13 +237,13 @@ class FakeCluster:
         owned = self.owned(job["metadata"]["uid"], "Workload")
         return copy.deepcopy(owned[0]) if owned else None
 
-    def pods_of(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
+    def pods_of(self, namespace: str, job_name: str) -> builtins.list[dict[str, Any]]:
         job = self.store.get("jobs", namespace, job_name)
         return [copy.deepcopy(p) for p in self.owned(job["metadata"]["uid"], "Pod")] if job else []
 
     def history(
         self, kind: str, name: str | None = None, namespace: str | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
+    ) -> builtins.list[tuple[str, dict[str, Any]]]:
         """Every (event type, object) written for that kind (and name), from the journal."""
         assert self.journal is not None, "this cluster keeps no journal (journal=False)"
         return [
@@ -252,7 +254,7 @@ class FakeCluster:
             and (namespace is None or obj["metadata"].get("namespace") == namespace)
         ]
 
-    def pod_log(self, namespace: str, name: str) -> list[str]:
+    def pod_log(self, namespace: str, name: str) -> builtins.list[str]:
         return self.kubelet.pod_log(namespace, name, None)[0]
 
     # === writing as a user would (through the API server's own code) ===================================
@@ -362,7 +364,7 @@ class FakeCluster:
         labels: dict[str, str] | None = None,
         gpus: int = 8,
         gpu_resource: str = "nvidia.com/gpu",
-        taints: list[dict[str, Any]] | None = None,
+        taints: builtins.list[dict[str, Any]] | None = None,
         cpu: str = "96",
         memory: str = "1Ti",
     ) -> dict[str, Any]:
@@ -461,7 +463,7 @@ class FakeCluster:
 
     # === the Runtime the controllers and the kubelet use ===============================================
 
-    def owned(self, owner_uid: str, kind: str) -> list[dict[str, Any]]:
+    def owned(self, owner_uid: str, kind: str) -> builtins.list[dict[str, Any]]:
         plural = resource_for(kind).plural
         out = []
         for key in self.store.dependents(owner_uid):
@@ -546,7 +548,7 @@ class FakeCluster:
             if resource.kind == "Namespace":
                 for plural, ns, other in list(self.store.all_keys()):
                     if ns == name:
-                        self.store.remove(resource_for_plural(plural), ns, other)
+                        self.store.remove(resource_for(plural), ns, other)
                 self.store.remove(resource, namespace, name)
                 return statuses.success(resource, name, uid)
             meta = obj["metadata"]
@@ -583,12 +585,14 @@ class FakeCluster:
         """The garbage collector: dependents of a removed owner are deleted (background); an owner
         deleting with `orphan` lets its dependents go, with `foregroundDeletion` waits for them."""
         uid = obj["metadata"]["uid"]
-        dependents = [self.store.get(*key) for key in self.store.dependents(uid)]
-        dependents = [d for d in dependents if d is not None]
+        found = [self.store.get(*key) for key in self.store.dependents(uid)]
+        dependents = [d for d in found if d is not None]
         finalizers = obj["metadata"].get("finalizers") or []
         if gone:
             for dep in dependents:
-                if dep["kind"] == "Pod" and "batch.kubernetes.io/job-tracking" in (dep["metadata"].get("finalizers") or []):
+                if dep["kind"] == "Pod" and "batch.kubernetes.io/job-tracking" in (
+                    dep["metadata"].get("finalizers") or []
+                ):
                     # the Job controller lets go of the pods of a Job that is gone
                     dep = copy.deepcopy(dep)
                     dep["metadata"]["finalizers"] = [
@@ -691,7 +695,7 @@ class FakeCluster:
         while not self._stopping.is_set():
             with self._wake:
                 events, self._queue = self._queue, []
-                due: list[Callable[[], None]] = []
+                due: builtins.list[Callable[[], None]] = []
                 now = self.clock.now()
                 while self._timers and self._timers[0][0] <= now:
                     due.append(heapq.heappop(self._timers)[2])
@@ -714,7 +718,7 @@ class FakeCluster:
                 with self._wake:
                     self._busy = False
 
-    def _handle(self, events: list[StoreEvent]) -> None:
+    def _handle(self, events: builtins.list[StoreEvent]) -> None:
         jobs: dict[tuple[str, str], None] = {}
         workloads: dict[tuple[str, str], None] = {}
         pods: dict[tuple[str, str], None] = {}
@@ -754,9 +758,9 @@ class FakeCluster:
                 if not pod["spec"].get("nodeName"):
                     pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = None
         for namespace, name in pods:
-            pod = self.store.get("pods", namespace, name)
-            if pod is not None:
-                self.kubelet.reconcile(pod)
+            stored = self.store.get("pods", namespace, name)
+            if stored is not None:
+                self.kubelet.reconcile(stored)
         for namespace, name in jobs:
             self.controllers.reconcile_job(namespace, name)
         if self.kueue_enabled:
@@ -764,10 +768,6 @@ class FakeCluster:
                 self.controllers.reconcile_workload(namespace, name)
             if schedule:
                 self.controllers.schedule()
-
-
-def resource_for_plural(plural: str) -> ResourceType:
-    return resource_for(plural)
 
 
 class _Runtime:
@@ -787,10 +787,10 @@ class _Runtime:
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get(resource_for(kind).plural, namespace, name)
 
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         return self.store.list(resource_for(kind).plural, namespace)
 
-    def owned(self, owner_uid: str, kind: str) -> list[dict[str, Any]]:
+    def owned(self, owner_uid: str, kind: str) -> builtins.list[dict[str, Any]]:
         return self.cluster.owned(owner_uid, kind)
 
     def write(self, kind: str, obj: dict[str, Any], manager: str) -> dict[str, Any]:
@@ -800,10 +800,8 @@ class _Runtime:
         return self.cluster._internal_create(kind, obj, manager)
 
     def delete(self, kind: str, namespace: str, name: str, propagation: str | None = None) -> None:
-        try:
+        with contextlib.suppress(statuses.ApiError):  # already gone
             self.cluster.delete(resource_for(kind), namespace, name, propagation)
-        except statuses.ApiError:
-            pass  # already gone
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         self.store.remove(resource_for(kind), namespace, name)

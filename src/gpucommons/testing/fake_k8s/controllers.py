@@ -8,6 +8,7 @@ suspend, clear startTime, restore the template) is several writes, seen by watch
 
 from __future__ import annotations
 
+import builtins
 import copy
 from datetime import timedelta
 from typing import Any, Protocol
@@ -38,8 +39,8 @@ class Runtime(Protocol):
     def now(self) -> Any: ...
     def now_text(self) -> str: ...
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
-    def owned(self, owner_uid: str, kind: str) -> list[dict[str, Any]]: ...
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[dict[str, Any]]: ...
+    def owned(self, owner_uid: str, kind: str) -> builtins.list[dict[str, Any]]: ...
     def write(self, kind: str, obj: dict[str, Any], manager: str) -> dict[str, Any]: ...
     def create(self, kind: str, obj: dict[str, Any], manager: str) -> dict[str, Any]: ...
     def delete(self, kind: str, namespace: str, name: str, propagation: str | None = None) -> None: ...
@@ -85,7 +86,7 @@ class Controllers:
             job = self.rt.get("Job", namespace, name) or job
             self._kueue_job(job, self.rt.owned(job["metadata"]["uid"], "Pod"))
 
-    def _job_controller(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+    def _job_controller(self, job: dict[str, Any], pods: builtins.list[dict[str, Any]]) -> bool:
         """One step of `pkg/controller/job`; True when it wrote something."""
         spec = job["spec"]
         status = copy.deepcopy(job.get("status") or {})
@@ -104,7 +105,7 @@ class Controllers:
         terminating = [p for p in live if p["metadata"].get("deletionTimestamp")]
         new = copy.deepcopy(job)
         new["status"] = status
-        stop_pods: list[dict[str, Any]] = []
+        stop_pods: builtins.list[dict[str, Any]] = []
         if finished is None and spec.get("suspend"):
             stop_pods = active
             if not is_true(job, "Suspended"):
@@ -207,17 +208,13 @@ class Controllers:
                 )
                 if wanted > 0 and not counted:
                     self._create_pods(job, pods, wanted)
-        if deadline_timer := spec.get("activeDeadlineSeconds"):
-            if (
-                finished is None
-                and not spec.get("suspend")
-                and "startTime" in status
-                and "startTime" not in (job.get("status") or {})
-            ):
-                self.rt.after(
-                    float(deadline_timer),
-                    lambda: self.reconcile_job(job["metadata"]["namespace"], job["metadata"]["name"]),
-                )
+        deadline_timer = spec.get("activeDeadlineSeconds")
+        started_now = "startTime" in status and "startTime" not in (job.get("status") or {})
+        if deadline_timer and finished is None and not spec.get("suspend") and started_now:
+            self.rt.after(
+                float(deadline_timer),
+                lambda: self.reconcile_job(job["metadata"]["namespace"], job["metadata"]["name"]),
+            )
         status["active"] = len(active) - len(stop_pods)
         status["ready"] = sum(1 for p in active if _ready(p) and p not in stop_pods)
         status["terminating"] = len(terminating) + len(stop_pods)
@@ -251,7 +248,7 @@ class Controllers:
             del new["metadata"]["finalizers"]
         self.rt.write("Pod", new, K8S_JOB_MANAGER)
 
-    def _create_pods(self, job: dict[str, Any], pods: list[dict[str, Any]], count: int) -> None:
+    def _create_pods(self, job: dict[str, Any], pods: builtins.list[dict[str, Any]], count: int) -> None:
         meta, template = job["metadata"], job["spec"]["template"]
         indexed = job["spec"].get("completionMode") == "Indexed"
         used = {
@@ -298,9 +295,10 @@ class Controllers:
     def _workload_of(self, job: dict[str, Any]) -> dict[str, Any] | None:
         owned = self.rt.owned(job["metadata"]["uid"], "Workload")
         alive = [w for w in owned if not w["metadata"].get("deletionTimestamp")]
-        return (alive or owned or [None])[0]
+        chosen = alive or owned
+        return chosen[0] if chosen else None
 
-    def _kueue_job(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+    def _kueue_job(self, job: dict[str, Any], pods: builtins.list[dict[str, Any]]) -> None:
         workload = self._workload_of(job)
         now = self.rt.now_text()
         active = [
@@ -314,8 +312,14 @@ class Controllers:
                 return
             if finished["type"] == "Failed" and is_true(workload, "PodsReady"):
                 new = copy.deepcopy(workload)  # 09: the failed pod first, then Finished
-                set_condition(new, "PodsReady", "False", "WaitForRecovery",
-                              "At least one pod has failed, waiting for recovery", now)
+                set_condition(
+                    new,
+                    "PodsReady",
+                    "False",
+                    "WaitForRecovery",
+                    "At least one pod has failed, waiting for recovery",
+                    now,
+                )
                 self.rt.write("Workload", new, JOB_MANAGER + "-PodsReady")
             elif not is_true(workload, "Finished"):
                 new = copy.deepcopy(workload)
@@ -333,7 +337,8 @@ class Controllers:
             priority = self._priority(job)
             if priority is False:
                 return  # the WorkloadPriorityClass does not exist (yet): Kueue retries
-            self.rt.create("Workload", kq.workload_for_job(job, priority or None), JOB_MANAGER)
+            chosen = priority if isinstance(priority, tuple) else None
+            self.rt.create("Workload", kq.workload_for_job(job, chosen), JOB_MANAGER)
             return
         if workload["metadata"].get("deletionTimestamp"):
             if not job["spec"].get("suspend"):
@@ -520,7 +525,7 @@ class Controllers:
         return self.rt.get("ClusterQueue", "", (lq.get("spec") or {}).get("clusterQueue", ""))
 
     @staticmethod
-    def _checks_of(cq: dict[str, Any] | None) -> list[str]:
+    def _checks_of(cq: dict[str, Any] | None) -> builtins.list[str]:
         strategy = ((cq or {}).get("spec") or {}).get("admissionChecksStrategy") or {}
         return [c["name"] for c in strategy.get("admissionChecks") or []]
 
@@ -595,7 +600,8 @@ class Controllers:
                         "DeactivationTarget",
                         "True",
                         "AdmissionCheck",
-                        f'AdmissionCheck in Rejected state: "{rejected["name"]}" ({rejected.get("message", "")})',
+                        f'AdmissionCheck in Rejected state: "{rejected["name"]}" '
+                        f"({rejected.get('message', '')})",
                         now,
                     )
                     self.rt.write("Workload", new, KUEUE_MANAGER)
@@ -712,11 +718,11 @@ class Controllers:
 
     def pending_by_queue(
         self,
-    ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[dict[str, Any], str, str]]]:
+    ) -> tuple[dict[str, builtins.list[dict[str, Any]]], builtins.list[tuple[dict[str, Any], str, str]]]:
         """Workloads waiting in each ClusterQueue, in queue order, and the inadmissible ones with
         their (reason, message)."""
-        queues: dict[str, list[dict[str, Any]]] = {}
-        inadmissible: list[tuple[dict[str, Any], str, str]] = []
+        queues: dict[str, builtins.list[dict[str, Any]]] = {}
+        inadmissible: builtins.list[tuple[dict[str, Any], str, str]] = []
         for workload in self.rt.list("Workload"):
             meta, status = workload["metadata"], workload.get("status") or {}
             if meta.get("deletionTimestamp") or status.get("admission") or is_true(workload, "Finished"):
@@ -777,7 +783,7 @@ class Controllers:
         cqs = {cq["metadata"]["name"]: cq for cq in self.rt.list("ClusterQueue")}
         flavors = {f["metadata"]["name"]: f for f in self.rt.list("ResourceFlavor")}
         tree = kq.QuotaTree(list(cqs.values()), self.rt.list("Cohort"))
-        admitted: list[kq.Candidate] = []
+        admitted: builtins.list[kq.Candidate] = []
         for workload in self.rt.list("Workload"):
             admission = (workload.get("status") or {}).get("admission")
             if not admission or is_true(workload, "Finished") or admission.get("clusterQueue") not in cqs:
@@ -800,7 +806,7 @@ class Controllers:
             self._mark_pending(workload, reason, message, now)
         attempted: set[str] = set()
         while True:
-            heads: list[tuple[dict[str, Any], dict[str, Any], kq.Assignment]] = []
+            heads: builtins.list[tuple[dict[str, Any], dict[str, Any], kq.Assignment]] = []
             for cq_name, items in queues.items():
                 strict = (cqs[cq_name].get("spec") or {}).get("queueingStrategy") == "StrictFIFO"
                 for workload in items:
@@ -909,7 +915,7 @@ class Controllers:
 
     def pending_workloads(
         self, cluster_queue: str | None, namespace: str | None, local_queue: str | None
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         queues, _ = self.pending_by_queue()
         if local_queue is not None:
             lq = self.rt.get("LocalQueue", namespace or "", local_queue)

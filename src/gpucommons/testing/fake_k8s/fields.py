@@ -248,19 +248,19 @@ def strategic_merge_patch(target: Any, patch: Any, field: str = "") -> Any:
         key = _SMP_KEYS.get(field)
         if key is None or not isinstance(target, list):
             return [p for p in copy.deepcopy(patch) if not (isinstance(p, dict) and p.get("$patch"))]
-        result = [copy.deepcopy(t) for t in target]
+        merged = [copy.deepcopy(t) for t in target]
         for item in patch:
             if not isinstance(item, dict):
                 continue
-            index = next((i for i, t in enumerate(result) if t.get(key) == item.get(key)), None)
+            index = next((i for i, t in enumerate(merged) if t.get(key) == item.get(key)), None)
             if item.get("$patch") == "delete":
                 if index is not None:
-                    del result[index]
+                    del merged[index]
             elif index is None:
-                result.append(copy.deepcopy(item))
+                merged.append(copy.deepcopy(item))
             else:
-                result[index] = strategic_merge_patch(result[index], item)
-        return result
+                merged[index] = strategic_merge_patch(merged[index], item)
+        return merged
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}

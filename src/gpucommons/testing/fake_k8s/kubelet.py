@@ -21,6 +21,7 @@ Pending with PodScheduled=False Unschedulable. Without any Node object every pod
 
 from __future__ import annotations
 
+import builtins
 import copy
 import hashlib
 import re
@@ -49,7 +50,7 @@ class Runtime(Protocol):
     def remove(self, kind: str, namespace: str, name: str) -> None: ...
     def after(self, seconds: float, action: Any) -> None: ...
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ class Kubelet:
     runtime: Runtime
     start_seconds: float = 2.0
     #: pod uid → log lines ("<RFC 3339 time> <text>")
-    logs: dict[str, list[str]] = field(default_factory=dict)
+    logs: dict[str, builtins.list[str]] = field(default_factory=dict)
     ended: set[str] = field(default_factory=set)
     stopping: set[str] = field(default_factory=set)
     #: (namespace, Job name) → how its pods' containers behave
@@ -128,9 +129,7 @@ class Kubelet:
                 self.runtime.write("Pod", new, "kube-scheduler")
             return
         new["spec"]["nodeName"] = node
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
-        ]
+        status["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
         stored = self.runtime.write("Pod", new, "kube-scheduler")
         uid = stored["metadata"]["uid"]
         self.logs.setdefault(uid, [])
@@ -336,7 +335,7 @@ class Kubelet:
     def log(self, uid: str, text: str) -> None:
         self.logs.setdefault(uid, []).append(f"{self.runtime.now_text()} {text}")
 
-    def pod_log(self, namespace: str, name: str, container: str | None) -> tuple[list[str], bool]:
+    def pod_log(self, namespace: str, name: str, container: str | None) -> tuple[builtins.list[str], bool]:
         pod = self.runtime.get("Pod", namespace, name)
         if pod is None:
             raise statuses.not_found(PODS, name)

@@ -244,7 +244,7 @@ class QuotaTree:
                 _cohort_key(spec.get("cohortName")),
                 _quotas(spec.get("resourceGroups") or []),
             )
-        for key, node in list(self.nodes.items()):  # implicit cohorts: named but not created
+        for node in list(self.nodes.values()):  # implicit cohorts: named but not created
             parent = node.parent
             while parent is not None and parent not in self.nodes:
                 self.nodes[parent] = Node(parent.split(":", 1)[1], False)
@@ -403,17 +403,19 @@ def assign_flavors(
                 if why:
                     reasons.append(why)
                     continue
-                mode, needs, borrows = "fit", set(), False
+                mode, needs, borrows = "fit", set[FlavorResource](), False
                 for resource in covered:
                     fr = (name, resource)
                     request = wanted[resource] + result.usage.get(fr, Fraction(0))
                     available = tree.available("cq:" + cq_name, fr)
                     if request > tree.potential("cq:" + cq_name, fr):
+                        earlier = format_quantity(resource, result.usage.get(fr, Fraction(0)))
+                        asked = format_quantity(resource, wanted[resource])
+                        most = format_quantity(resource, tree.potential("cq:" + cq_name, fr))
                         reasons.append(
-                            f"insufficient quota for {resource} in flavor {name}, previously considered podsets "
-                            f"requests ({format_quantity(resource, result.usage.get(fr, Fraction(0)))}) + current "
-                            f"podset request ({format_quantity(resource, wanted[resource])}) > maximum capacity "
-                            f"({format_quantity(resource, tree.potential('cq:' + cq_name, fr))})"
+                            f"insufficient quota for {resource} in flavor {name}, previously considered "
+                            f"podsets requests ({earlier}) + current podset request ({asked}) > "
+                            f"maximum capacity ({most})"
                         )
                         mode = "nofit"
                         break
@@ -635,7 +637,8 @@ def preemption_message(
     }[reason]
     job_uid = (preemptor["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "UNKNOWN")
     return (
-        f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: {job_uid}) due to "
+        f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: {job_uid}) "
+        "due to "
         f"{text}; preemptor path: {preemptor_path}; preemptee path: {preemptee_path}"
     )
 

@@ -13,6 +13,7 @@ snapshot that readers may serialise without copying.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import threading
 from collections import deque
@@ -67,7 +68,7 @@ class Store:
         self._events: deque[StoreEvent] = deque()
         self.compacted_rv = 0
         self._by_owner: dict[str, set[Key]] = {}
-        self._listeners: list[Callable[[StoreEvent], None]] = []
+        self._listeners: builtins.list[Callable[[StoreEvent], None]] = []
         self.writes = 0
 
     # --- reading ------------------------------------------------------------------------------------
@@ -80,14 +81,14 @@ class Store:
         """The stored object (do not change it: write a copy back)."""
         return self._objects.get(plural, {}).get((namespace, name))
 
-    def list(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    def list(self, plural: str, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         with self.lock:
             items = self._objects.get(plural, {})
             if namespace is None:
                 return list(items.values())
             return [o for (ns, _), o in items.items() if ns == namespace]
 
-    def dependents(self, owner_uid: str) -> list[Key]:
+    def dependents(self, owner_uid: str) -> builtins.list[Key]:
         with self.lock:
             return sorted(self._by_owner.get(owner_uid, ()))
 
@@ -119,8 +120,10 @@ class Store:
         manager: str,
         operation: str = "Update",
         dry_run: bool = False,
+        ownership: _Ownership | None = None,
     ) -> dict[str, Any]:
-        """Store a new object (the caller checked it does not exist); returns what was stored."""
+        """Store a new object (the caller checked it does not exist); returns what was stored.
+        `manager` owns every field, unless `ownership` (an apply's: only the applied fields) says."""
         with self.lock:
             stored = copy.deepcopy(obj)
             stored["apiVersion"] = resource.group_version
@@ -134,8 +137,10 @@ class Store:
             for drop in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
                 meta.pop(drop, None)
             key: Key = (resource.plural, meta.get("namespace", ""), meta["name"])
-            ownership = _Ownership()
-            self._take_split(ownership, resource, leaves(owned_content(stored, "all")), manager, operation)
+            if ownership is None:
+                ownership = _Ownership()
+                every = leaves(owned_content(stored, "all"))
+                self._take_split(ownership, resource, every, manager, operation)
             meta["managedFields"] = self._managed_fields(ownership, stored["apiVersion"])
             if dry_run:
                 return stored
@@ -278,7 +283,7 @@ class Store:
             return copy.deepcopy(self._ownership.get(key)) or _Ownership()
 
     @staticmethod
-    def _managed_fields(ownership: _Ownership, api_version: str) -> list[dict[str, Any]]:
+    def _managed_fields(ownership: _Ownership, api_version: str) -> builtins.list[dict[str, Any]]:
         entries = []
         for (manager, subresource), (operation, time) in ownership.managers.items():
             owned = {p for p, owners in ownership.paths.items() if (manager, subresource) in owners}
@@ -310,14 +315,14 @@ class Store:
             self._events.clear()
             return self._rv
 
-    def events_after(self, rv: int) -> list[StoreEvent]:
+    def events_after(self, rv: int) -> builtins.list[StoreEvent]:
         with self.lock:
             if not self._events or self._events[-1].rv <= rv:
                 return []
             if self._events[0].rv > rv:
                 return list(self._events)
             # the deque is ordered by rv: find the first event after rv from the right
-            out: list[StoreEvent] = []
+            out: builtins.list[StoreEvent] = []
             for event in reversed(self._events):
                 if event.rv <= rv:
                     break
