@@ -274,3 +274,49 @@ def test_a_retry_check_releases_the_quota_and_requeues(cluster: FakeCluster) -> 
     assert final.get("admission") is not None, "requeued (BackoffFinished) and its quota reserved again"
     requeued = next(c for c in final["conditions"] if c["type"] == "Requeued")
     assert (requeued["status"], requeued["reason"]) == ("True", "BackoffFinished")
+
+
+def test_a_job_past_its_active_deadline_fails_and_its_workload_finishes(cluster: FakeCluster) -> None:
+    setup_nlp(cluster)
+    job = job_from_shape()
+    job["spec"]["activeDeadlineSeconds"] = 60
+    cluster.create(job)
+    cluster.advance(120)
+    failed = cluster.get("Job", JOB, NAMESPACE)
+    assert failed is not None
+    reasons = {c["type"]: c["reason"] for c in failed["status"]["conditions"]}
+    assert reasons["Failed"] == "DeadlineExceeded"
+    workload = cluster.workload_of(NAMESPACE, JOB)
+    assert workload is not None
+    finished = next(c for c in workload["status"]["conditions"] if c["type"] == "Finished")
+    assert (finished["reason"], finished["message"]) == (
+        "Failed",
+        "Job was active longer than specified deadline",
+    )
+
+
+def test_a_user_deactivated_workload_stops_and_waits_until_reactivated(cluster: FakeCluster) -> None:
+    setup_nlp(cluster)
+    cluster.create(job_from_shape())
+    cluster.advance(5)
+    workload = cluster.workload_of(NAMESPACE, JOB)
+    assert workload is not None
+    name = workload["metadata"]["name"]
+    cluster.patch("Workload", name, {"spec": {"active": False}}, NAMESPACE)
+    cluster.advance(31)
+    stopped = cluster.get("Workload", name, NAMESPACE)
+    assert stopped is not None
+    conditions = {c["type"]: c for c in stopped["status"]["conditions"]}
+    assert (conditions["Evicted"]["reason"], conditions["Evicted"]["message"]) == (
+        "Deactivated",
+        "The workload is deactivated",
+    )
+    assert (conditions["Requeued"]["status"], conditions["Requeued"]["reason"]) == ("False", "Deactivated")
+    assert "admission" not in stopped["status"] and cluster.pods_of(NAMESPACE, JOB) == []
+    cluster.patch("Workload", name, {"spec": {"active": True}}, NAMESPACE)
+    cluster.advance(5)
+    again = cluster.get("Workload", name, NAMESPACE)
+    assert again is not None
+    conditions = {c["type"]: c for c in again["status"]["conditions"]}
+    assert conditions["Admitted"]["status"] == "True"
+    assert conditions["Evicted"]["message"] == "Previously: The workload is deactivated"
