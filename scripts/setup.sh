@@ -17,10 +17,11 @@ fi
 
 if [ "$dev" = 1 ]; then
   # Debian packages the tests use: a real browser for the dashboard (never `playwright install`: it
-  # downloads its own) and pdftoppm to look at the invoice PDFs.
+  # downloads its own), pdftoppm to look at the invoice PDFs, faketime for the first-hour smoke run.
   missing=()
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+  command -v faketime >/dev/null 2>&1 || missing+=(faketime)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
