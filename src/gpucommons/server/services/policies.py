@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
-from gpucommons.chargeback import explain
 from gpucommons.api.errors import Conflict, PolicyInvalid
+from gpucommons.chargeback import explain
 from gpucommons.domain.model import Policy
 from gpucommons.domain.task import TaskState
 from gpucommons.policy import PolicyError, load_policy, parse_policy
