@@ -129,6 +129,9 @@ def queue(
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in rows], indent=2))
         return
+    if not rows and console.is_terminal:
+        console.print("no task is waiting" + (f" in team {team}" if team else ""))
+        return
     cells = [
         [
             str(e.position),
