@@ -549,7 +549,7 @@ class Scheduler:
             self.forget_pending(admit.task_id)
             return None
         pool = self.policy.pool(admit.admission.pool)
-        gpu_indices = pool_gpu_indices(admit.admission, pool.gpus_per_node)
+        gpu_indices = pool_gpu_indices(admit.admission)
         if len(gpu_indices) < request.resources.gpus:
             gpu_indices = self._free_indices(
                 session, admit.admission.pool, pool.nodes * pool.gpus_per_node, request.resources.gpus
