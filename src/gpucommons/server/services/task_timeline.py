@@ -145,7 +145,7 @@ def run_times(session: Session, team: str, priority_class: str, now: float) -> t
         (base.where(UsageIntervalRow.team == team), f"team {team}'s tasks"),
         (base, "the cluster's tasks"),
     ):
-        samples = list(session.execute(query).tuples())
+        samples = [(row[0], row[1]) for row in session.execute(query)]
         source = what
         if len(samples) >= ENOUGH_SAMPLES:
             break
