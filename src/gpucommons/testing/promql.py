@@ -39,7 +39,7 @@ def metric_names(expr: str) -> set[str]:
     text = _MATCHERS.sub(" ", text)
     text = _RANGES.sub(" ", text)
     text = _GROUPING.sub(" ", text)
-    names = set()
+    names: set[str] = set()
     for match in _IDENT.finditer(text):
         name, call = match.group(1), match.group(2)
         if call or name.lower() in _KEYWORDS:
@@ -51,7 +51,7 @@ def metric_names(expr: str) -> set[str]:
 def exported_names(scrape: str) -> set[str]:
     """Every series name a scrape in the text format defines (from its `# TYPE` lines, so a labelled
     metric that has no sample yet counts too)."""
-    names = set()
+    names: set[str] = set()
     for line in scrape.splitlines():
         if line.startswith("# TYPE "):
             _, _, family, kind = line.split(maxsplit=3)
