@@ -228,3 +228,14 @@ def test_a_real_prometheus_scrapes_commons_up_and_evaluates_the_alert_rules(prom
             expr = expr.replace(name, value)
         query(prometheus_url, expr)  # asserts status success
         assert title
+
+    # docs/img/grafana-board.png: COMMONS_SCREENSHOT_DIR=... pytest tests/e2e/observe
+    target = os.environ.get("COMMONS_SCREENSHOT_DIR")
+    if target:
+        import time
+
+        from gpucommons.testing.board_preview import render_board
+
+        time.sleep(20)  # some history for the time series
+        now = time.time()
+        render_board(BOARD, prometheus_url, Path(target) / "grafana-board.png", now - 60, now)
