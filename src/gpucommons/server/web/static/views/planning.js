@@ -5,7 +5,7 @@
 import { ApiError } from "../api.js";
 import { loadPolicy, loadRuns, startRun } from "../history_data.js";
 import { h, table } from "../dom.js";
-import { formatTime } from "../format.js";
+import { formatTime, plural } from "../format.js";
 
 export const title = "Planning";
 export const refreshMs = 2000;
@@ -158,7 +158,7 @@ function result(run) {
   const labels = r.variants || [];
   const cols = [["Metric"], ...labels.map((l) => [l, "num"])];
   return [
-    h("p", { id: "run-done" }, `Done: ${r.jobs} tasks replayed` + (r.never_ran ? ` (${r.never_ran} that never started were left out).` : ".")),
+    h("p", { id: "run-done" }, `Done: ${plural(r.jobs, "task")} replayed` + (r.never_ran ? ` (${plural(r.never_ran, "task")} that never started left out).` : ".")),
     table({
       cls: "comparison stack",
       caption: "The cluster under each policy",
