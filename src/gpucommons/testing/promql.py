@@ -7,9 +7,18 @@ promtool()                        # path of Debian's promtool, or None
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from gpucommons.testing.web import free_port, stop_process, wait_for
 
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _MATCHERS = re.compile(r"\{[^{}]*\}")
@@ -76,3 +85,40 @@ MISSING = (
     "Debian's prometheus package is not installed (no promtool/prometheus on PATH): "
     "`apt-get install -y prometheus` (scripts/setup.sh --dev does it as root)"
 )
+
+
+@contextlib.contextmanager
+def running_prometheus(config: dict[str, Any], work: Path) -> Iterator[str]:
+    """Debian's `prometheus` with `config` on a free loopback port, data under `work`; yields its URL."""
+    binary = prometheus()
+    if binary is None:
+        raise FileNotFoundError(MISSING)
+    (work / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    with (work / "prometheus.log").open("wb") as log:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                f"--config.file={work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"prometheus exited: {(work / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_for("Prometheus to be ready", ready, timeout=30)
+            yield url
+        finally:
+            stop_process(process)

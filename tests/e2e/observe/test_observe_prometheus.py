@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +21,8 @@ import pytest
 import yaml
 
 from gpucommons.api import schemas
-from gpucommons.testing.promql import MISSING, exported_names, metric_names, prometheus
-from gpucommons.testing.web import Server, free_port, running_server, wait_for
+from gpucommons.testing.promql import MISSING, exported_names, metric_names, prometheus, running_prometheus
+from gpucommons.testing.web import Server, running_server, wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -128,8 +126,7 @@ def test_every_expression_of_the_board_and_the_rules_names_only_metrics_the_serv
 
 @pytest.fixture(scope="module")
 def prometheus_url(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = prometheus()
-    if binary is None:
+    if prometheus() is None:
         pytest.skip(MISSING)
     work = tmp_path_factory.mktemp("prometheus")
     token = work / "token"
@@ -146,42 +143,8 @@ def prometheus_url(server: Server, tmp_path_factory: pytest.TempPathFactory) -> 
             }
         ],
     }
-    (work / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (work / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            str(binary),
-            f"--config.file={work / 'prometheus.yml'}",
-            f"--storage.tsdb.path={work / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"prometheus exited: {(work / 'prometheus.log').read_text()[-2000:]}")
-        try:
-            return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for("Prometheus to be ready", ready, timeout=30)
+    with running_prometheus(config, work) as url:
         yield url
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=5)
-        log.close()
 
 
 def query(url: str, expr: str) -> list[dict[str, Any]]:

@@ -20,6 +20,16 @@ from gpucommons.server.services import history, task_timeline, team_view
 
 router = APIRouter(prefix="/api/v1", tags=["history"])
 
+
+def _shown(ctx: ContextDep, who: CurrentPrincipal, action: Action, team: str | None) -> frozenset[str]:
+    """The teams the caller may see for `action`, narrowed to `team` (403 if that one is not theirs)."""
+    visible = visible_teams(who, ctx.policies.policy, action)
+    if team is None:
+        return visible
+    authorize(who, action, team)
+    return visible & {team}
+
+
 TeamName = Annotated[str, Path(max_length=63)]
 
 
@@ -32,13 +42,9 @@ def gpu_history(
 ) -> wire.GpuHistory:
     """GPUs each visible team held over the window (average per bucket, from the ledger), the part
     above its nominal quota, and the quota line (the policy in force at each time)."""
-    policy = ctx.policies.policy
-    visible = visible_teams(who, policy, Action.USAGE_READ)
-    if team is not None:
-        authorize(who, Action.USAGE_READ, team)
-        visible = visible & {team}
+    visible = _shown(ctx, who, Action.USAGE_READ, team)
     with ctx.db.session() as session:
-        return history.gpu_history(session, policy, visible, window, ctx.clock.now())
+        return history.gpu_history(session, ctx.policies.policy, visible, window, ctx.clock.now())
 
 
 @router.get("/history/waits", response_model=wire.WaitHistory, responses=errors(401, 403, 422))
@@ -49,11 +55,7 @@ def wait_history(
     team: Annotated[str | None, Query(max_length=63)] = None,
 ) -> wire.WaitHistory:
     """p50 / p95 of the time from entering the queue to admission, per visible team and UTC day."""
-    policy = ctx.policies.policy
-    visible = visible_teams(who, policy, Action.TEAM_READ)
-    if team is not None:
-        authorize(who, Action.TEAM_READ, team)
-        visible = visible & {team}
+    visible = _shown(ctx, who, Action.TEAM_READ, team)
     with ctx.db.session() as session:
         return history.wait_history(session, visible, days, ctx.clock.now())
 
