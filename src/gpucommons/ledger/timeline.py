@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from gpucommons.ledger.interval import UsageInterval, to_us
 
 Key = tuple[str, str]
+#: What the sweep needs of an interval: (team, pool, gpus, start µs, end µs).
+Span = tuple[str, str, int, int, int]
 #: A quota that changes over time: `(from_us, nominal_gpus)` steps, sorted by time. Before the first
 #: step the first step's value holds (the policy in force when the window opened).
 NominalSteps = Sequence[tuple[int, int]]
@@ -70,19 +72,23 @@ def nominal_at(steps: NominalSteps, t_us: int) -> int:
     return value
 
 
+def spans_of(intervals: Iterable[UsageInterval]) -> list[Span]:
+    return [(i.team, i.pool, i.gpus, to_us(i.start), to_us(i.end)) for i in intervals]
+
+
 def bucket_series(
-    intervals: Iterable[UsageInterval], quotas: Mapping[Key, NominalSteps], buckets: Buckets
+    spans: Iterable[Span], quotas: Mapping[Key, NominalSteps], buckets: Buckets
 ) -> list[TeamPoolSeries]:
     """One series per (team, pool) that has a quota or usage in the window, sorted by team and pool."""
     start, end, step = buckets.start_us, buckets.end_us, buckets.step_us
     deltas: dict[Key, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for interval in intervals:
-        s, e = max(to_us(interval.start), start), min(to_us(interval.end), end)
-        if e <= s or interval.gpus <= 0:
+    for team, pool, gpus, s0, e0 in spans:
+        s, e = max(s0, start), min(e0, end)
+        if e <= s or gpus <= 0:
             continue
-        changes = deltas[(interval.team, interval.pool)]
-        changes[s] += interval.gpus
-        changes[e] -= interval.gpus
+        changes = deltas[(team, pool)]
+        changes[s] += gpus
+        changes[e] -= gpus
     edges = buckets.edges()
     n = buckets.count
     out = []

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gpucommons.ledger.integrate import summarize_usage
 from gpucommons.ledger.interval import to_us
 from gpucommons.ledger.period import Period
-from gpucommons.ledger.timeline import Buckets, bucket_series, nominal_at
+from gpucommons.ledger.timeline import Buckets, bucket_series, nominal_at, spans_of
 from gpucommons.testing.chargeback import ORIGIN, chargeback_policy, hours_interval
 
 HOUR_US = 3_600_000_000
@@ -26,7 +26,9 @@ def window(hours: int, step_h: float = 1) -> Buckets:
 
 def test_a_task_above_quota_fills_its_buckets_and_the_excess_is_borrowed() -> None:
     # a holds 6 GPUs (quota 4) from hour 1 to hour 3 of a 4-hour window in 1-hour buckets.
-    series = bucket_series([hours_interval("a", "gpu", gpus=6, start_h=1, end_h=3)], QUOTAS, window(4))
+    series = bucket_series(
+        spans_of([hours_interval("a", "gpu", gpus=6, start_h=1, end_h=3)]), QUOTAS, window(4)
+    )
     a = next(s for s in series if s.team == "a")
     assert [h / HOUR_US for h in a.held_us] == [0, 6, 6, 0]
     assert [b / HOUR_US for b in a.borrowed_us] == [0, 2, 2, 0]
@@ -37,7 +39,9 @@ def test_a_task_above_quota_fills_its_buckets_and_the_excess_is_borrowed() -> No
 
 def test_an_interval_is_cut_at_the_window_and_split_between_buckets() -> None:
     # 2 GPUs from -1 h to 1.5 h: inside the window only [0, 1.5 h), split 1 h + 0.5 h.
-    series = bucket_series([hours_interval("a", "gpu", gpus=2, start_h=-1, end_h=1.5)], QUOTAS, window(2))
+    series = bucket_series(
+        spans_of([hours_interval("a", "gpu", gpus=2, start_h=-1, end_h=1.5)]), QUOTAS, window(2)
+    )
     a = next(s for s in series if s.team == "a")
     assert a.held_us == (2 * HOUR_US, HOUR_US)
     assert a.borrowed_us == (0, 0)
@@ -47,7 +51,7 @@ def test_the_quota_line_follows_a_policy_change_inside_the_window() -> None:
     start = to_us(ORIGIN)
     quotas = {("a", "gpu"): [(start - HOUR_US, 4), (start + 2 * HOUR_US, 2)]}
     intervals = [hours_interval("a", "gpu", gpus=3, start_h=0, end_h=4)]
-    a = bucket_series(intervals, quotas, window(4))[0]
+    a = bucket_series(spans_of(intervals), quotas, window(4))[0]
     assert a.nominal == (4, 4, 2, 2)
     # Under the old quota 3 GPUs borrow nothing; under the new one 1 of them is borrowed.
     assert [b / HOUR_US for b in a.borrowed_us] == [0, 0, 1, 1]
@@ -80,7 +84,7 @@ def test_buckets_add_up_to_what_chargeback_integrates_over_the_window(
     intervals = [
         hours_interval(team, "gpu", gpus=g, start_h=s, end_h=s + max(d, 0.01)) for team, g, s, d in raw
     ]
-    series = bucket_series(intervals, QUOTAS, window(hours, step))
+    series = bucket_series(spans_of(intervals), QUOTAS, window(hours, step))
     summary = summarize_usage(intervals, Period(ORIGIN, ORIGIN + timedelta(hours=hours)), POLICY)
     for s in series:
         usage = summary.pools[(s.team, s.pool)]

@@ -99,10 +99,10 @@ def gpu_history(
     start = last_start - (spec.seconds // spec.step_s - 1) * spec.step_s
     end = max(now, last_start + 1.0)
     buckets = Buckets(start * US, int(end * US), spec.step_s * US)
-    intervals = ledger.usage_intervals(session, visible, float(start), end, now)
+    spans = ledger.held_spans(session, visible, float(start), end, now)
     steps = {k: v for k, v in quota_steps(session, start, end, policy).items() if k[0] in visible}
     series = []
-    for s in bucket_series(intervals, steps, buckets):
+    for s in bucket_series(spans, steps, buckets):
         if s.team not in visible:
             continue
         lengths = [buckets.length_us(i) for i in range(buckets.count)]
