@@ -8,6 +8,7 @@ team, or of the whole cluster when there are too few.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -33,6 +34,11 @@ ENOUGH_SAMPLES = 10
 MAX_SAMPLES = 5000
 #: Pending tasks the replay takes into account (in queue order); later ones are left out.
 MAX_PENDING = 2000
+#: An estimate is reused this long (seconds): the task page polls every few seconds, and three engine
+#: replays of a long queue take about a second (bench/history.py).
+ESTIMATE_TTL_S = 30.0
+_estimates: dict[str, tuple[float, wire.StartEstimate | None]] = {}
+_estimates_lock = threading.Lock()
 
 _END_STATES = {
     TaskState.SUCCEEDED.value: "succeeded",
@@ -153,9 +159,22 @@ def run_times(session: Session, team: str, priority_class: str, now: float) -> t
 
 
 def estimate(ctx: ServerContext, row: TaskRow, session: Session) -> wire.StartEstimate | None:
-    """An estimated start for a pending task (None for any other state)."""
+    """An estimated start for a pending task (None for any other state), at most `ESTIMATE_TTL_S` old."""
     if row.state != TaskState.PENDING.value:
         return None
+    now = ctx.clock.now()
+    with _estimates_lock:
+        for task_id in [k for k, (at, _) in _estimates.items() if now - at >= ESTIMATE_TTL_S]:
+            del _estimates[task_id]
+        if row.id in _estimates:
+            return _estimates[row.id][1]
+    found = _estimate(ctx, row, session)
+    with _estimates_lock:
+        _estimates[row.id] = (now, found)
+    return found
+
+
+def _estimate(ctx: ServerContext, row: TaskRow, session: Session) -> wire.StartEstimate | None:
     scheduler = ctx.scheduler
     with scheduler.lock:
         policy = scheduler.policy
