@@ -17,11 +17,12 @@ fi
 
 if [ "$dev" = 1 ]; then
   # Debian packages the tests use: a real browser for the dashboard (never `playwright install`: it
-  # downloads its own), pdftoppm to look at the invoice PDFs, and Prometheus (promtool checks and
-  # unit-tests the alert rules; a real server scrapes `commons up`).
+  # downloads its own), pdftoppm to look at the invoice PDFs, faketime for the first-hour smoke run,
+  # and Prometheus (promtool checks and unit-tests the alert rules; a real server scrapes `commons up`).
   missing=()
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+  command -v faketime >/dev/null 2>&1 || missing+=(faketime)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \

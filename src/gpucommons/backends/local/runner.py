@@ -97,14 +97,10 @@ def run_command(command: Sequence[str], workdir: Path, user: str | None) -> Exit
     except KeyError:
         print(f"commons: no Unix account named {user!r}", file=sys.stderr, flush=True)
         return ExitStatus(code=NOT_EXECUTABLE)
-    except FileNotFoundError as exc:
-        why = exc.strerror
-        print(f"commons: cannot start {command[0]!r}: {why}{_searched(user)}", file=sys.stderr, flush=True)
-        return ExitStatus(code=NOT_FOUND)
     except OSError as exc:
-        why = exc.strerror or exc
+        why = exc.strerror or str(exc)
         print(f"commons: cannot start {command[0]!r}: {why}{_searched(user)}", file=sys.stderr, flush=True)
-        return ExitStatus(code=NOT_EXECUTABLE)
+        return ExitStatus(code=NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_EXECUTABLE)
     return status_from_returncode(proc.wait())
 
 
