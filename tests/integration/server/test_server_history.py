@@ -273,3 +273,43 @@ def test_every_new_endpoint_documents_its_error_answers_in_the_openapi(seeded: H
         assert statuses <= set(responses), (path, method, set(responses))
         for status in statuses - {"422"}:
             assert responses[status]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 12, 1, 0, 30, tzinfo=UTC),  # a month's first hour
+        datetime(2028, 2, 29, 23, 30, tzinfo=UTC),  # the last hour of a leap February
+        datetime(2026, 12, 1, 0, 0, tzinfo=UTC),  # the month's very first instant
+    ],
+    ids=["first-hour", "leap-day", "first-instant"],
+)
+def test_the_team_page_and_history_hold_at_a_months_edges(
+    tmp_path: Path, database_url: str, moment: datetime
+) -> None:
+    now = moment.timestamp()
+    seed_store(database_url, history_seeds(now), now, MEMBERS)
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(POLICY)
+    clock = ManualClock(now)
+    settings = Settings(
+        home=tmp_path / "home",
+        database_url=database_url,
+        policy=policy_file,
+        run_scheduler=False,
+        isolation="logical",
+    )
+    h = Harness(build_context(settings, executor=TimerExecutor(clock), clock=clock))
+    try:
+        alpha = get(h, "/api/v1/teams/alpha")
+        assert isinstance(alpha, dict)
+        budget = alpha["budget"]
+        month_start = datetime(moment.year, moment.month, 1, tzinfo=UTC).timestamp()
+        expected_days = 0 if now == month_start else int((now - month_start) // 86400) + 1
+        assert len(budget["days"]) == expected_days
+        assert budget["projected_cents"] >= budget["spent_cents"] >= 0
+        assert (alpha["costs"] is None) == (now == month_start)
+        history = get(h, "/api/v1/history/gpus", window="30d")
+        assert isinstance(history, dict) and len(history["bucket_starts"]) == 120
+    finally:
+        h.close()
