@@ -225,7 +225,7 @@ def test_a_member_cannot_open_the_admin_page(past: Past, open_page: Any) -> None
 
 
 def test_the_admin_page_diffs_and_applies_a_policy_and_manages_tokens_and_the_audit_log(
-    past: Past, open_page: Any, shots: Path
+    past: Past, open_page: Any, shots: Path, tmp_path: Path
 ) -> None:
     page = open_page("#/admin")
     page.wait_for_selector("table.tokens")
@@ -261,9 +261,10 @@ def test_the_admin_page_diffs_and_applies_a_policy_and_manages_tokens_and_the_au
     page.click("#diff-button")
     assert page.wait_for_selector("#policy-issues").inner_text()
     assert page.locator("#apply-button").is_hidden()
-    page.fill(
-        "#f-proposed", text.replace("gpu: {gpus: 4, borrow_limit: 0}", "gpu: {gpus: 3, borrow_limit: 0}")
-    )
+    proposed = tmp_path / "proposed.yaml"
+    proposed.write_text(text.replace("gpu: {gpus: 4, borrow_limit: 0}", "gpu: {gpus: 3, borrow_limit: 0}"))
+    page.set_input_files("#f-proposed-file", str(proposed))  # a proposed file, loaded into the form
+    wait_for("the file in the form", lambda: "gpus: 3, borrow_limit: 0" in page.input_value("#f-proposed"))
     page.click("#diff-button")
     change = page.wait_for_selector("#quota-changes li[data-team='beta']")
     assert change.inner_text() == "beta in gpu: 4 GPUs, borrow ≤ 0 → 3 GPUs, borrow ≤ 0"

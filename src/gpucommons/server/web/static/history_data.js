@@ -91,3 +91,16 @@ export function revokeToken(api, id) {
 export async function loadAudit(api, filters) {
   return items(await api.get("/audit", { ...filters, limit: 200 }));
 }
+
+/** A file input that puts a local policy file's text into `textarea` (nothing is uploaded by itself). */
+export function policyFileInput(id, textarea, onLoaded) {
+  const input = document.createElement("input");
+  Object.assign(input, { type: "file", id, accept: ".yaml,.yml,text/yaml,text/plain" });
+  input.addEventListener("change", async () => {
+    const file = input.files && input.files[0];
+    if (!file) return;
+    textarea.value = await file.text();
+    onLoaded?.(file.name);
+  });
+  return input;
+}

@@ -3,7 +3,7 @@
 // a member who opens this page gets the API's refusal and nothing else.
 
 import { ApiError } from "../api.js";
-import { applyPolicy, createToken, diffPolicy, forgetHistory, loadAudit, loadPolicy, loadTokens, revokeToken } from "../history_data.js";
+import { applyPolicy, createToken, diffPolicy, forgetHistory, loadAudit, loadPolicy, loadTokens, policyFileInput, revokeToken } from "../history_data.js";
 import { h, table } from "../dom.js";
 import { formatTime } from "../format.js";
 
@@ -108,7 +108,8 @@ function policySection(ctx) {
     h(
       "form",
       { onsubmit: showDiff, id: "policy-form" },
-      h("div", { class: "field wide" }, h("label", { for: "f-proposed" }, "Proposed policy (YAML)"), text, h("p", { class: "hint muted", id: "f-proposed-hint" }, "Starts as the current file. Edit it, compare, then apply.")),
+      h("div", { class: "field wide" }, h("label", { for: "f-proposed" }, "Proposed policy (YAML)"), text, h("p", { class: "hint muted", id: "f-proposed-hint" }, "Starts as the current file. Edit it or load a file, compare, then apply.")),
+      h("div", { class: "field" }, h("label", { for: "f-proposed-file" }, "Load a proposed file"), policyFileInput("f-proposed-file", text, (name) => (status.textContent = `Loaded ${name}; compare it with the current policy.`))),
       h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary", id: "diff-button" }, "Show the difference"), " ", apply, confirm),
       status,
     ),

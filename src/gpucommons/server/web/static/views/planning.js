@@ -3,7 +3,7 @@
 // The latest stored runs are listed; one is shown in full.
 
 import { ApiError } from "../api.js";
-import { loadPolicy, loadRuns, startRun } from "../history_data.js";
+import { loadPolicy, loadRuns, policyFileInput, startRun } from "../history_data.js";
 import { h, table } from "../dom.js";
 import { formatTime, plural } from "../format.js";
 
@@ -64,8 +64,9 @@ export function header(ctx) {
       { class: "field wide" },
       h("label", { for: "f-policy" }, "Proposed policy (YAML)"),
       policyText,
-      h("p", { class: "hint muted", id: "f-policy-hint" }, "Starts as the current policy: change quotas, limits or classes, then replay."),
+      h("p", { class: "hint muted", id: "f-policy-hint" }, "Starts as the current policy: change quotas, limits or classes (or load a file), then replay."),
     ),
+    h("div", { class: "field" }, h("label", { for: "f-policy-file" }, "Load a policy file"), policyFileInput("f-policy-file", policyText)),
     h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary", id: "replay-button" }, "Start the replay")),
     status,
   );
