@@ -249,11 +249,14 @@ def test_the_admin_page_diffs_and_applies_a_policy_and_manages_tokens_and_the_au
     # The audit log, filtered to token actions.
     page.fill("#audit-filters input[name='action']", "token.*")
     page.click("#audit-filter-button")
-    page.wait_for_selector("table.audit tr[data-action='token.revoke']")
-    assert set(page.eval_on_selector_all("table.audit tbody tr", "rs => rs.map(r => r.dataset.action)")) == {
-        "token.create",
-        "token.revoke",
-    }
+    # (the unfiltered table holds token actions too: wait for the filtered one to replace it)
+    page.wait_for_url("**action=token.*")
+
+    def actions() -> set[str] | None:
+        found = set(page.eval_on_selector_all("table.audit tbody tr", "rs => rs.map(r => r.dataset.action)"))
+        return found if found == {"token.create", "token.revoke"} else None
+
+    wait_for("only token actions in the audit table", actions, timeout=15)
 
     # The policy: a refused file says why; a good one shows its diff and applies.
     text = page.input_value("#f-proposed")
