@@ -143,13 +143,17 @@ class Server:
 
 
 @contextlib.contextmanager
-def running_server(workdir: Path, database_url: str | None, tick: float, count_sql: bool) -> Iterator[Server]:
+def running_server(
+    workdir: Path, database_url: str | None, tick: float, count_sql: bool, src: Path | None = None
+) -> Iterator[Server]:
     home = workdir / "home"
     policy = workdir / "policy.yaml"
     policy.write_text(policy_yaml())
     env = {**os.environ, "COMMONS_ISOLATION": "logical", "COMMONS_BUDGET_INTERVAL_S": "3600"}
     if database_url:
         env["COMMONS_DATABASE_URL"] = database_url
+    if src is not None:  # another checkout's code (the baseline), ahead of the installed package
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
     port = free_port()
     entry = [str(BENCH / "api_load_sqlcount.py")] if count_sql else ["-m", "gpucommons"]
     argv = [sys.executable, *entry, "up", "--policy", str(policy), "--home", str(home), "--port", str(port)]
@@ -294,6 +298,7 @@ async def drive(
 
 @dataclass
 class Cell:
+    code: str
     db: str
     clients: int
     mix: str
@@ -316,7 +321,7 @@ class Cell:
     profile: dict[str, list[tuple[str, int]]] | None = None
 
 
-def summarise(db: str, clients: int, mix: str, load: Load, pending_end: int) -> Cell:
+def summarise(code: str, db: str, clients: int, mix: str, load: Load, pending_end: int) -> Cell:
     ms = [s.latency_s * 1000 for s in load.samples]
     submits = [s.latency_s * 1000 for s in load.samples if s.kind == "submit"]
     reads = [s.latency_s * 1000 for s in load.samples if s.kind != "submit"]
@@ -328,6 +333,7 @@ def summarise(db: str, clients: int, mix: str, load: Load, pending_end: int) -> 
     n = max(1, len(load.samples))
     ok_submits = sum(1 for s in load.samples if s.kind == "submit" and s.ok)
     return Cell(
+        code=code,
         db=db,
         clients=clients,
         mix=mix,
@@ -374,11 +380,33 @@ def profiling(pid: int, out: Path | None, seconds: float, native: bool) -> Itera
             proc.wait()
 
 
+#: Where a sampled stack's time goes, checked in this order (a frame name containing the marker).
+AREAS = (
+    ("Scheduler._run", "scheduler thread (cycle: take in, engine, store writes, published view)"),
+    ("TimerExecutor", "timer executor thread"),
+    ("AuditMiddleware._record", "audit row written after the answer"),
+    ("current_principal", "authentication (token → principal)"),
+    ("serialize_response", "response validation and JSON (FastAPI)"),
+    ("gpucommons/server/routers/", "route: {}"),
+    ("_run_sync_endpoint", "route body, other"),
+    ("WorkerThread", "thread pool, other"),
+    ("Runner.run", "event loop: HTTP, routing, middleware, dependencies"),
+)
+
+
+def _area(frames: list[str]) -> str:
+    for marker, area in AREAS:
+        for frame in frames:
+            if marker in frame:
+                return area.format(frame.split(" (")[0]) if "{}" in area else area
+    return "other"
+
+
 def top_frames(raw: Path, n: int = 15) -> dict[str, list[tuple[str, int]]]:
-    """From py-spy's collapsed stacks: the frames with most own samples, and most inclusive samples,
-    over the threads that did anything (idle waits are not sampled: py-spy's default)."""
+    """From py-spy's collapsed stacks (GIL holder only): the share of each area of the server, and the
+    frames with most own samples. With the GIL as the limit, these shares are the server's CPU split."""
     own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
+    areas: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -388,13 +416,8 @@ def top_frames(raw: Path, n: int = 15) -> dict[str, list[tuple[str, int]]]:
         total += samples
         frames = stack.split(";")
         own[frames[-1]] += samples
-        for frame in set(frames):
-            inclusive[frame] += samples
-    return {
-        "total": [("samples", total)],
-        "own": own.most_common(n),
-        "inclusive": inclusive.most_common(n),
-    }
+        areas[_area(frames)] += samples
+    return {"total": [("samples", total)], "areas": areas.most_common(), "own": own.most_common(n)}
 
 
 def fetch_sql_counts(server: Server) -> dict[str, Any]:
@@ -408,17 +431,18 @@ def reset_sql_counts(server: Server) -> None:
         client.post("/_bench/sql/reset")
 
 
-def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace) -> Cell:
+def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace, src: Path | None) -> Cell:
     workdir = Path(tempfile.mkdtemp(prefix="commons-api-load-"))
+    code = "baseline" if src is not None else "this"
     try:
         with (
             fresh_database(db, workdir) as url,
-            running_server(workdir, url, args.tick, args.count_sql) as server,
+            running_server(workdir, url, args.tick, args.count_sql, src) as server,
         ):
             seeds = prepare(server, args.backlog)
             if args.count_sql:
                 reset_sql_counts(server)
-            raw = args.profile / f"{db}-{clients}-{mix}.txt" if args.profile else None
+            raw = args.profile / f"{code}-{db}-{clients}-{mix}.txt" if args.profile else None
 
             async def measured() -> Load:
                 task = asyncio.create_task(
@@ -429,7 +453,7 @@ def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace) -> Cell:
                     return await task
 
             load = asyncio.run(measured())
-            cell = summarise(db, clients, mix, load, pending_now(server))
+            cell = summarise(code, db, clients, mix, load, pending_now(server))
             if args.count_sql:
                 cell.sql = fetch_sql_counts(server)
             if raw is not None and raw.exists():
@@ -445,14 +469,15 @@ def fmt_errors(errors: dict[str, int]) -> str:
 
 def print_tables(cells: list[Cell]) -> None:
     head = (
-        "| db | clients | mix | requests | errors | req/s | submits/s | p50 ms | p99 ms "
+        "| code | db | clients | mix | requests | errors | req/s | submits/s | p50 ms | p99 ms "
         "| submit p50 / p99 ms | read p50 / p99 ms | pending at end | client CPU ms/req | server CPU ms/req |"
     )
     print(head)
     print("|" + "---|" * head.count(" | ") + "---|")
     for c in cells:
         print(
-            f"| {c.db} | {c.clients} | {c.mix} | {c.requests} | {fmt_errors(c.errors)} | {c.req_per_s:.0f} "
+            f"| {c.code} | {c.db} | {c.clients} | {c.mix} | {c.requests} | {fmt_errors(c.errors)} "
+            f"| {c.req_per_s:.0f} "
             f"| {c.submits_per_s:.0f} | {c.p50_ms:.1f} | {c.p99_ms:.1f} "
             f"| {c.submit_p50_ms:.1f} / {c.submit_p99_ms:.1f} "
             f"| {c.read_p50_ms:.1f} / {c.read_p99_ms:.1f} | {c.pending_end} "
@@ -461,30 +486,53 @@ def print_tables(cells: list[Cell]) -> None:
     mixed = [c for c in cells if c.by_read]
     if mixed:
         print()
-        print("| db | clients | read | requests | p50 ms | p99 ms |")
-        print("|---|---|---|---|---|---|")
+        print("| code | db | clients | read | requests | p50 ms | p99 ms |")
+        print("|---|---|---|---|---|---|---|")
         for c in mixed:
             for kind, (n, p50, p99) in c.by_read.items():
-                print(f"| {c.db} | {c.clients} | {kind} | {n} | {p50:.1f} | {p99:.1f} |")
+                print(f"| {c.code} | {c.db} | {c.clients} | {kind} | {n} | {p50:.1f} | {p99:.1f} |")
+    pairs = [(b, t) for b, t in itertools.pairwise(cells) if b.code == "baseline" and t.code == "this"]
+    if pairs:
+        print()
+        print(
+            "| db | clients | mix | req/s this ÷ baseline | p99 this ÷ baseline "
+            "| server CPU/req this ÷ baseline |"
+        )
+        print("|---|---|---|---|---|---|")
+        for b, t in pairs:
+            print(
+                f"| {t.db} | {t.clients} | {t.mix} | {t.req_per_s / max(b.req_per_s, 1e-9):.2f} "
+                f"| {t.p99_ms / max(b.p99_ms, 1e-9):.2f} "
+                f"| {t.server_cpu_ms_per_req / max(b.server_cpu_ms_per_req, 1e-9):.2f} |"
+            )
     for c in cells:
         if c.sql:
-            print(f"\nSQL statements, {c.db} {c.clients} clients {c.mix} (per request of each route):")
+            print(
+                f"\nSQL statements, {c.code} code, {c.db} {c.clients} clients {c.mix} "
+                "(per request of each route):"
+            )
             for route, (requests, statements) in sorted(c.sql["routes"].items()):
                 each = statements / max(1, requests)
                 print(f"  {route:<40} {requests:>7} requests  {each:6.2f} statements each")
             print(f"  {'outside requests (scheduler, etc.)':<40} {c.sql['background']:>7} statements")
             for text, count in c.sql["top"][:8]:
                 print(f"    {count:>7}  {text}")
+            gcs = ", ".join(f"gen {g}: {n:.0f} in {s:.2f} s" for g, (n, s) in sorted(c.sql["gc"].items()))
+            print(f"  garbage collections in the window: {gcs} (of {c.window_s:.1f} s)")
         if c.profile:
             total = c.profile["total"][0][1]
-            print(f"\nserver profile, {c.db} {c.clients} clients {c.mix}: {total} samples (py-spy, 100 Hz)")
-            for title in ("own", "inclusive"):
+            print(
+                f"\nserver profile, {c.code} code, {c.db} {c.clients} clients {c.mix}: "
+                f"{total} samples (py-spy, 100 Hz, GIL holder)"
+            )
+            for title in ("areas", "own"):
                 print(f"  by {title} samples:")
                 for frame, samples in c.profile[title]:
                     print(f"    {100 * samples / max(1, total):5.1f} %  {frame}")
 
 
 def last_line(cells: list[Cell]) -> str:
+    cells = [c for c in cells if c.code == "this"]
     submit = [c for c in cells if c.mix == "submit"]
     if not submit:
         return f"api req_per_s={cells[0].req_per_s:.0f} p99_ms={cells[0].p99_ms:.1f}"
@@ -511,6 +559,12 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="py-spy the server into this folder")
     parser.add_argument("--native", action="store_true", help="with --profile: include native frames")
     parser.add_argument("--json", type=Path, help="also write every figure as JSON here")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="also run each cell, just before, with the server's code from this src/ folder "
+        "(e.g. `git archive main src | tar -x -C /tmp/base`, then /tmp/base/src); prints the ratios",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -520,13 +574,14 @@ def main() -> None:
     for db in args.db:
         for clients in args.clients:
             for mix in args.mix:
-                cell = run_cell(db, clients, mix, args)
-                cells.append(cell)
-                print(
-                    f"# {db} {clients} clients {mix}: {cell.req_per_s:.0f} req/s, p99 {cell.p99_ms:.1f} ms, "
-                    f"load average {os.getloadavg()[0]:.2f}",
-                    flush=True,
-                )
+                for src in ([args.baseline_src] if args.baseline_src else []) + [None]:
+                    cell = run_cell(db, clients, mix, args, src)
+                    cells.append(cell)
+                    print(
+                        f"# {cell.code} {db} {clients} clients {mix}: {cell.req_per_s:.0f} req/s, "
+                        f"p99 {cell.p99_ms:.1f} ms, load average {os.getloadavg()[0]:.2f}",
+                        flush=True,
+                    )
     print()
     print_tables(cells)
     if args.json:

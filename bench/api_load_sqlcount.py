@@ -1,4 +1,5 @@
-"""`commons` with SQL statements counted per request route: bench/api_load.py's `--count-sql` mode.
+"""`commons` with SQL statements counted per request route: bench/api_load.py's `--count-sql` mode
+(and the time the garbage collector takes, by generation).
 
     python bench/api_load_sqlcount.py up --policy P --home H ...    # the same arguments as `commons`
 
@@ -8,15 +9,18 @@ Bench-only: nothing of this is in the product. Before running the ordinary CLI i
   routes and dependencies) or, outside any request, against the scheduler and other threads;
 - wraps the app `create_app` returns in an ASGI layer that sets that variable per request, keyed by the
   route template (`POST /api/v1/tasks`, `GET /api/v1/tasks/{task_id}`), and answers
-  `GET /_bench/sql` (the counts as JSON) and `POST /_bench/sql/reset`.
+  `GET /_bench/sql` (the counts as JSON) and `POST /_bench/sql/reset`;
+- times every garbage collection (`gc.callbacks`), by generation, reported with the counts.
 """
 
 from __future__ import annotations
 
 import contextvars
+import gc
 import json
 import re
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -30,6 +34,9 @@ _lock = threading.Lock()
 _routes: dict[str, list[int]] = {}
 _background = [0]
 _statements: Counter[str] = Counter()
+#: Garbage collections by generation: [count, seconds], timed by `gc.callbacks`.
+_gc: dict[int, list[float]] = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+_gc_started = [0.0]
 _LITERALS = re.compile(r"\((?:[?%s(),\s]|__\[POSTCOMPILE_\w+\]|%\(\w+\)s)+\)")
 
 
@@ -48,6 +55,18 @@ def _count(_conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any
             _background[0] += 1
         else:
             counter[0] += 1
+
+
+def _gc_timer(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started[0] = time.perf_counter()
+    else:
+        entry = _gc[info["generation"]]
+        entry[0] += 1
+        entry[1] += time.perf_counter() - _gc_started[0]
+
+
+gc.callbacks.append(_gc_timer)
 
 
 def _route_name(scope: dict[str, Any]) -> str:
@@ -88,8 +107,15 @@ class CountingApp:
                 _routes.clear()
                 _background[0] = 0
                 _statements.clear()
+                for entry in _gc.values():
+                    entry[:] = [0, 0.0]
             body = json.dumps(
-                {"routes": _routes, "background": _background[0], "top": _statements.most_common(20)}
+                {
+                    "routes": _routes,
+                    "background": _background[0],
+                    "top": _statements.most_common(20),
+                    "gc": {str(k): v for k, v in _gc.items()},
+                }
             ).encode()
         await send(
             {
