@@ -134,4 +134,9 @@ def up(
     typer.echo(f"admin token (also in {home / 'admin-token'}):")
     typer.echo(token)
     typer.echo(f"  export COMMONS_URL={url} COMMONS_TOKEN=$(cat {home / 'admin-token'})")
-    uvicorn.run(create_app(context=ctx), host=host, port=port, log_level="warning", access_log=False)
+    app = create_app(context=ctx)
+    if settings.gc_threshold:
+        from gpucommons.server.runtime import tune_gc
+
+        tune_gc(settings.gc_threshold)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpucommons.backends.local.accounts import IsolationMode, default_home, isolation_mode
+from gpucommons.server.runtime import DEFAULT_GEN0_THRESHOLD
 
 
 class Settings(BaseSettings):
@@ -34,6 +35,9 @@ class Settings(BaseSettings):
     isolation: Literal["auto", "accounts", "logical"] = "auto"
     #: Off in tests that drive cycles by hand.
     run_scheduler: bool = True
+    #: The garbage collector's young-generation threshold in `commons up` (server/runtime.py); 0
+    #: leaves CPython's defaults alone (and start-up objects unfrozen).
+    gc_threshold: int = Field(DEFAULT_GEN0_THRESHOLD, ge=0)
 
     def isolation_mode(self) -> IsolationMode:
         if self.isolation == "auto":
