@@ -1,6 +1,7 @@
 """The usage ledger: who held which GPUs when (contract 4), and its integrals over a period.
 
-Pure: reading and writing take open text streams; nothing here touches files, clocks or databases.
+Pure: reading and writing take open text streams (or a file's bytes); nothing here touches files,
+clocks or databases.
 """
 
 from gpucommons.ledger.csv_io import (
@@ -8,6 +9,7 @@ from gpucommons.ledger.csv_io import (
     USAGE_COLUMNS,
     LedgerError,
     LineIssue,
+    read_usage_bytes,
     read_usage_csv,
     read_usage_table,
     write_usage_csv,
@@ -34,6 +36,7 @@ __all__ = [
     "cut_to_period",
     "format_utc",
     "from_us",
+    "read_usage_bytes",
     "read_usage_csv",
     "read_usage_table",
     "summarize_usage",

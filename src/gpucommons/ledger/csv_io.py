@@ -29,29 +29,20 @@ import numpy as np
 import numpy.typing as npt
 
 from gpucommons.ledger._bulk import gc_paused
+from gpucommons.ledger.columns import byte_table, utc_from_chars
+from gpucommons.ledger.contract import (
+    LOST_ROUNDING_GPU_US,
+    MAX_GPUS,
+    REASONS,
+)
+from gpucommons.ledger.contract import LOST_WORK_COLUMN as LOST_WORK_COLUMN
+from gpucommons.ledger.contract import USAGE_COLUMNS as USAGE_COLUMNS
 from gpucommons.ledger.interval import US_PER_HOUR, EndReason, UsageInterval, format_utc, to_us
 from gpucommons.ledger.table import UsageTable
 
-USAGE_COLUMNS: tuple[str, ...] = (
-    "task_id",
-    "team",
-    "pool",
-    "gpus",
-    "start",
-    "end",
-    "priority",
-    "borrowed_gpus",
-    "end_reason",
-)
-#: More GPUs than any one task holds: a row claiming more is a corrupt row, not a big task.
-MAX_GPUS = 1_000_000
-#: The extension column (not in contract 4 itself): appended after the contract's columns.
-LOST_WORK_COLUMN = "lost_gpu_hours"
-
-_REASONS = {r.value: r for r in EndReason}
+_REASONS = REASONS
 _ZERO = Decimal(0)
-#: Lost work is written to the micro-GPU-hour; allow that rounding above what the interval held.
-_LOST_ROUNDING_GPU_US = US_PER_HOUR // 1_000_000
+_LOST_ROUNDING_GPU_US = LOST_ROUNDING_GPU_US
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,16 +287,38 @@ def read_usage_table(
     """Read a contract-4 ledger into columns: the same rows and the same refusals as
     `read_usage_csv`, several times faster on a large file.
 
-    A plain file — no quoted fields, no blank lines, every time in `Z` form, every row good — is
-    split and converted column by column in C (numpy). Anything else, including every bad row, goes
-    through `read_usage_csv`, which accepts what it accepts and refuses what it refuses, by line.
+    A plain file — ASCII, no quoted fields, no blank lines, every time in `Z` form, every row good —
+    is converted column by column from its bytes (`ledger.columns`); a plain file that is not ASCII
+    or has times of varying width is split and converted column by column in C (numpy). Anything
+    else, including every bad row, goes through `read_usage_csv`, which accepts what it accepts and
+    refuses what it refuses, by line.
     """
     text = source.read() if isinstance(source, io.TextIOBase) else "".join(source)
+    known = frozenset(pools) if pools is not None else None
+    try:
+        data: bytes | None = text.encode("ascii")
+    except UnicodeEncodeError:
+        data = None
     with gc_paused():
-        table = _fast_table(text, frozenset(pools) if pools is not None else None)
+        table = byte_table(data, known) if data is not None else None
+        if table is None:
+            table = _fast_table(text, known)
     if table is not None:
         return table
     return UsageTable.from_intervals(read_usage_csv(io.StringIO(text), pools=pools, max_issues=max_issues))
+
+
+def read_usage_bytes(
+    data: bytes, *, pools: Collection[str] | None = None, max_issues: int = 50
+) -> UsageTable:
+    """`read_usage_table` of a file's bytes (UTF-8): the same rows and the same refusals, without
+    ever decoding a plain ASCII ledger into text (`ledger.columns`). Raises `UnicodeDecodeError` for
+    bytes that are not UTF-8, as reading the file as text would."""
+    with gc_paused():
+        table = byte_table(data, frozenset(pools) if pools is not None else None)
+    if table is not None:
+        return table
+    return read_usage_table(io.StringIO(data.decode("utf-8")), pools=pools, max_issues=max_issues)
 
 
 _NAT = np.iinfo(np.int64).min
@@ -331,11 +344,6 @@ def _utc_column(cells: list[str]) -> npt.NDArray[np.int64]:
     return values
 
 
-_SEPARATORS = {4: "-", 7: "-", 10: "T", 13: ":", 16: ":"}
-_DATE_DIGITS = (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)
-_DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
-
-
 def _fixed_utc_column(cells: list[str], width: int) -> npt.NDArray[np.int64]:
     """`YYYY-MM-DDTHH:MM:SSZ` (20 characters) or with `.ffffff` (27), what `write_usage_csv`
     writes, read by arithmetic on the characters' codes: no per-cell Python step at all."""
@@ -343,42 +351,7 @@ def _fixed_utc_column(cells: list[str], width: int) -> npt.NDArray[np.int64]:
         raw = "".join(cells).encode("ascii")
     except UnicodeEncodeError:
         raise ValueError("a time with a non-ASCII character") from None
-    chars = np.frombuffer(raw, np.uint8).reshape(len(cells), width)
-    separators = {**_SEPARATORS, **({19: ".", 26: "Z"} if width == 27 else {19: "Z"})}
-    for column, char in separators.items():
-        if not bool((chars[:, column] == ord(char)).all()):
-            raise ValueError("not a YYYY-MM-DDTHH:MM:SSZ time")
-    positions = list(_DATE_DIGITS) + (list(range(20, 26)) if width == 27 else [])
-    digits = chars[:, positions] - np.uint8(ord("0"))  # uint8: a non-digit wraps above 9
-    if not bool((digits <= 9).all()):
-        raise ValueError("a time with a non-digit where a digit belongs")
-
-    def number(first: int, count: int) -> npt.NDArray[np.int64]:
-        value = digits[:, first].astype(np.int64)
-        for k in range(first + 1, first + count):
-            value *= 10
-            value += digits[:, k]
-        return value
-
-    year, month, day = number(0, 4), number(4, 2), number(6, 2)
-    hour, minute, second = number(8, 2), number(10, 2), number(12, 2)
-    micro = number(14, 6) if width == 27 else 0
-    if not bool(((year >= 1) & (month >= 1) & (month <= 12) & (day >= 1)).all()):
-        raise ValueError("a date out of range")
-    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-    last_day = _DAYS_IN_MONTH[month - 1] + ((month == 2) & leap)
-    if not bool(((day <= last_day) & (hour < 24) & (minute < 60) & (second < 60)).all()):
-        raise ValueError("a date or time out of range")
-    # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
-    y = year - (month <= 2)
-    era = y // 400
-    year_of_era = y - era * 400
-    day_of_year = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    seconds = days * 86400 + hour * 3600 + minute * 60 + second
-    out: npt.NDArray[np.int64] = (seconds * 1_000_000 + micro).astype(np.int64)
-    return out
+    return utc_from_chars(np.frombuffer(raw, np.uint8).reshape(len(cells), width))
 
 
 def _int_column(cells: list[str]) -> npt.NDArray[np.int64]:

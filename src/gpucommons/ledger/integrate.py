@@ -29,7 +29,7 @@ from gpucommons.domain.model import Policy
 from gpucommons.ledger._bulk import gc_paused
 from gpucommons.ledger.interval import US_PER_HOUR, UsageInterval, to_us
 from gpucommons.ledger.period import Period
-from gpucommons.ledger.table import UsageTable
+from gpucommons.ledger.table import Categorical, UsageTable
 
 _HOURS_QUANTUM = Decimal("0.000001")
 #: int64 arithmetic is used only while every product and sum stays below this.
@@ -246,6 +246,8 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
 
 def _codes(values: Sequence[str]) -> tuple[list[str], npt.NDArray[np.int64]]:
     """The distinct values (sorted) and each row's index into them."""
+    if isinstance(values, Categorical):
+        return list(values.names), values.codes  # already so, from the byte reader
     names = sorted(set(values))
     index = {name: i for i, name in enumerate(names)}
     return names, np.fromiter(map(index.__getitem__, values), np.int64, len(values))

@@ -10,9 +10,10 @@ convert both ways, exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,67 @@ from gpucommons.ledger._bulk import gc_paused
 from gpucommons.ledger.interval import EPOCH, ONE_MICROSECOND, EndReason, UsageInterval, from_us
 
 Int64Array = npt.NDArray[np.int64]
+T = TypeVar("T")
+
+
+class Categorical(Sequence[T], Generic[T]):
+    """A column of few distinct values as codes into them: `names[codes[i]]` is row `i`.
+
+    What the byte reader builds for team, pool, priority and end reason, so that a million rows
+    need no million Python strings, and integration gets its codes without looking each row up.
+    `names` holds only values some row has, in ascending order.
+    """
+
+    __slots__ = ("codes", "names")
+
+    def __init__(self, names: Sequence[T], codes: Int64Array) -> None:
+        self.names = tuple(names)
+        self.codes = codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return [self.names[c] for c in self.codes[index].tolist()]
+        return self.names[int(self.codes[index])]
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self.names.__getitem__, self.codes.tolist())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.names
+
+
+class LazyStrings(Sequence[str]):
+    """A column of distinct strings (task ids) left in the file's bytes until one is asked for:
+    row `i` is `data[starts[i]:ends[i]]`, ASCII."""
+
+    __slots__ = ("_data", "_ends", "_starts")
+
+    def __init__(self, data: bytes, starts: Int64Array, ends: Int64Array) -> None:
+        self._data, self._starts, self._ends = data, starts, ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return list(LazyStrings(self._data, self._starts[index], self._ends[index]))
+        return self._data[int(self._starts[index]) : int(self._ends[index])].decode("ascii")
+
+    def __iter__(self) -> Iterator[str]:
+        data = self._data
+        for s, e in zip(self._starts.tolist(), self._ends.tolist(), strict=True):
+            yield data[s:e].decode("ascii")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
