@@ -2,15 +2,88 @@
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from gpucommons import __version__
+
+#: Each command, in the order `commons --help` lists them, and the modules that register it on `app`.
+#: A command's module is imported only when that command runs (or `--help` lists them all): every
+#: `commons` invocation — including the `commons checkpoint` a task sends inside its grace period —
+#: pays for typer and its own command, not for all of them.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "up": ("gpucommons.cli.up",),
+    "submit": ("gpucommons.cli.tasks",),
+    "tasks": ("gpucommons.cli.tasks",),
+    "logs": ("gpucommons.cli.tasks",),
+    "cancel": ("gpucommons.cli.tasks",),
+    "checkpoint": ("gpucommons.cli.tasks",),
+    "teams": ("gpucommons.cli.teams",),
+    "queue": ("gpucommons.cli.teams",),
+    "doctor": ("gpucommons.cli.doctor",),
+    "login": ("gpucommons.cli.login",),
+    "audit": ("gpucommons.cli.audit",),
+    "simulate": ("gpucommons.cli.simulate",),
+    "whatif": ("gpucommons.cli.whatif",),
+    "invoice": ("gpucommons.cli.invoice",),
+    "advise": ("gpucommons.cli.advise",),
+    "policy": ("gpucommons.cli.policy", "gpucommons.cli.policy_apply"),
+    "k8s": ("gpucommons.cli.k8s", "gpucommons.cli.k8s_apply"),
+    "usage": ("gpucommons.cli.usage",),
+    "token": ("gpucommons.cli.token",),
+    "chargeback": ("gpucommons.cli.chargeback",),
+    "bench": ("gpucommons.cli.bench",),
+}
+
+
+class LazyCommands(TyperGroup):
+    """The top-level group: knows every command by name, imports a command's module when asked for it."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS) + [name for name in super().list_commands(ctx) if name not in COMMANDS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            for module in COMMANDS[cmd_name]:
+                import_module(module)
+            built = _build(cmd_name)
+            if built is not None:
+                self.add_command(built, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def _build(name: str) -> Any:
+    """The click command of `name` from what its module registered on `app`, built as typer builds
+    the whole group (typer.main.get_group), but only this one."""
+    from typer import main as typer_main
+
+    short, markup = app.pretty_exceptions_short, app.rich_markup_mode
+    for info in app.registered_commands:
+        callback = info.callback
+        if (info.name or (callback and typer_main.get_command_name(callback.__name__))) == name:
+            return typer_main.get_command_from_info(
+                info, pretty_exceptions_short=short, rich_markup_mode=markup
+            )
+    for group in app.registered_groups:
+        if group.name == name:
+            return typer_main.get_group_from_info(
+                group,
+                pretty_exceptions_short=short,
+                rich_markup_mode=markup,
+                suggest_commands=app.suggest_commands,
+            )
+    return None
+
 
 app = typer.Typer(
     name="commons",
     help="GPU Commons: share one GPU cluster between many ML teams.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=LazyCommands,
 )
 
 
@@ -27,24 +100,3 @@ def main(
     ),
 ) -> None:
     """GPU Commons: quotas, borrowing, preemption and chargeback for a shared GPU cluster."""
-
-
-# Command groups register themselves below (one import per module, each adding its commands to `app`).
-import gpucommons.cli.policy  # noqa: E402,F401
-import gpucommons.cli.k8s  # noqa: E402,F401
-import gpucommons.cli.up  # noqa: E402,F401
-import gpucommons.cli.tasks  # noqa: E402,F401
-import gpucommons.cli.teams  # noqa: E402,F401
-import gpucommons.cli.usage  # noqa: E402,F401
-import gpucommons.cli.policy_apply  # noqa: E402,F401
-import gpucommons.cli.doctor  # noqa: E402,F401
-import gpucommons.cli.login  # noqa: E402,F401
-import gpucommons.cli.token  # noqa: E402,F401
-import gpucommons.cli.audit  # noqa: E402,F401
-import gpucommons.cli.chargeback  # noqa: E402,F401
-import gpucommons.cli.simulate  # noqa: E402,F401
-import gpucommons.cli.whatif  # noqa: E402,F401
-import gpucommons.cli.bench  # noqa: E402,F401
-import gpucommons.cli.invoice  # noqa: E402,F401
-import gpucommons.cli.advise  # noqa: E402,F401
-import gpucommons.cli.k8s_apply  # noqa: E402,F401

@@ -120,3 +120,52 @@ def test_authlib_says_nothing_about_httpx_when_the_server_or_login_starts() -> N
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "deprecated" not in done.stderr
+
+
+#: Runs the CLI, then reports which command modules got imported.
+MODULES_PROBE = """
+import json, sys
+from gpucommons.cli.main import app
+try:
+    app(sys.argv[1:], prog_name="commons")
+except SystemExit:
+    pass
+loaded = sorted(n for n in sys.modules if n.startswith("gpucommons.cli.") and n != "gpucommons.cli.main")
+sys.stderr.write("MODULES=" + json.dumps(loaded) + "\\n")
+"""
+
+
+def _command_modules(*args: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    result = subprocess.run(
+        [sys.executable, "-c", MODULES_PROBE, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    line = next(x for x in result.stderr.splitlines() if x.startswith("MODULES="))
+    modules: list[str] = json.loads(line.removeprefix("MODULES="))
+    return modules
+
+
+def test_version_imports_no_command_module() -> None:
+    assert _command_modules("--version") == []
+
+
+def test_a_command_imports_its_own_module_and_not_the_others() -> None:
+    loaded = _command_modules("checkpoint", "--help")
+    assert "gpucommons.cli.tasks" in loaded
+    assert not {"gpucommons.cli.up", "gpucommons.cli.chargeback", "gpucommons.cli.simulate"} & set(loaded)
+
+
+def test_every_registered_command_is_in_the_lazy_table_and_every_name_there_resolves() -> None:
+    import typer
+
+    from gpucommons.cli.main import COMMANDS, LazyCommands, app
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, LazyCommands)
+    ctx = group.make_context("commons", [], resilient_parsing=True)
+    for name in COMMANDS:
+        command = group.get_command(ctx, name)
+        assert command is not None and command.name == name, name
+    registered = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+    registered |= {g.name for g in app.registered_groups if g.name}
+    assert {n.replace("_", "-") for n in registered} == set(COMMANDS)
