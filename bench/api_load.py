@@ -16,7 +16,8 @@ itself. The mixes:
   submit   every request is `POST /api/v1/tasks` (one GPU, `sleep 3600`: it joins the queue)
   mixed    1 submit : 4 reads, the reads being what the dashboard polls, in turn:
            `GET /api/v1/tasks?limit=200`, `GET /api/v1/queue`, `GET /api/v1/teams`,
-           `GET /api/v1/tasks/{id}` (a task this client submitted)
+           `GET /api/v1/tasks/{id}` (a task this client submitted); with `--etag` each client sends
+           back the ETag of its last answer for that path (`If-None-Match`), as a browser does
 
 Because the cluster is full and nothing ends, the queue only grows (by what the cell submits), the
 scheduler decides over the whole queue after each submission, and every figure depends only on the
@@ -227,12 +228,20 @@ class Load:
     samples: list[Sample] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     window_s: float = 0.0
+    not_modified: int = 0
     client_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
 
 
 async def drive(
-    server: Server, clients: int, mix: str, warmup: float, seconds: float, max_requests: int, seeds: list[str]
+    server: Server,
+    clients: int,
+    mix: str,
+    warmup: float,
+    seconds: float,
+    max_requests: int,
+    seeds: list[str],
+    etag: bool = False,
 ) -> Load:
     """`clients` workers send requests back to back; only those started inside the window count."""
     load = Load()
@@ -247,6 +256,7 @@ async def drive(
 
         async def worker(w: int) -> None:
             mine = list(seeds[w::clients][:4]) or list(seeds[:1])
+            held: dict[str, str] = {}  # path -> the ETag of the answer this client last got
             for k in itertools.count():
                 started = loop.time()
                 if started >= end:
@@ -260,17 +270,21 @@ async def drive(
                     request = http.post("/api/v1/tasks", json=task_body((w + k) % TEAMS, f"load-{w}-{k}"))
                 else:
                     kind = READS[step - 1]
-                    if kind == "tasks":
-                        request = http.get("/api/v1/tasks", params={"limit": 200})
-                    elif kind == "queue":
-                        request = http.get("/api/v1/queue")
-                    elif kind == "teams":
-                        request = http.get("/api/v1/teams")
-                    else:
-                        request = http.get(f"/api/v1/tasks/{mine[k % len(mine)]}")
+                    path = {
+                        "tasks": "/api/v1/tasks?limit=200",
+                        "queue": "/api/v1/queue",
+                        "teams": "/api/v1/teams",
+                    }
+                    url = path.get(kind) or f"/api/v1/tasks/{mine[k % len(mine)]}"
+                    sent = {"If-None-Match": held[url]} if etag and url in held else {}
+                    request = http.get(url, headers=sent)
                 try:
                     response = await request
-                    ok = response.is_success
+                    ok = response.is_success or response.status_code == 304
+                    if response.status_code == 304 and measured:
+                        load.not_modified += 1
+                    if etag and kind != "submit" and "etag" in response.headers:
+                        held[url] = response.headers["etag"]
                     if not ok and measured:
                         load.errors[f"{kind} {response.status_code}"] += 1
                     elif ok and kind == "submit":
@@ -315,6 +329,7 @@ class Cell:
     read_p99_ms: float
     by_read: dict[str, tuple[int, float, float]]
     pending_end: int
+    not_modified: int
     client_cpu_ms_per_req: float
     server_cpu_ms_per_req: float
     sql: dict[str, Any] | None = None
@@ -350,6 +365,7 @@ def summarise(code: str, db: str, clients: int, mix: str, load: Load, pending_en
         read_p99_ms=percentile(reads, 0.99),
         by_read=by_read,
         pending_end=pending_end,
+        not_modified=load.not_modified,
         client_cpu_ms_per_req=1000 * load.client_cpu_s / n,
         server_cpu_ms_per_req=1000 * load.server_cpu_s / n,
     )
@@ -446,7 +462,9 @@ def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace, src: Pat
 
             async def measured() -> Load:
                 task = asyncio.create_task(
-                    drive(server, clients, mix, args.warmup, args.seconds, args.max_requests, seeds)
+                    drive(
+                        server, clients, mix, args.warmup, args.seconds, args.max_requests, seeds, args.etag
+                    )
                 )
                 await asyncio.sleep(args.warmup)
                 with profiling(server.proc.pid, raw, args.seconds, args.native):
@@ -491,6 +509,13 @@ def print_tables(cells: list[Cell]) -> None:
         for c in mixed:
             for kind, (n, p50, p99) in c.by_read.items():
                 print(f"| {c.code} | {c.db} | {c.clients} | {kind} | {n} | {p50:.1f} | {p99:.1f} |")
+        if any(c.not_modified for c in mixed):
+            print(
+                "\n"
+                + ", ".join(
+                    f"{c.code} {c.db} {c.clients}: {c.not_modified} reads answered 304" for c in mixed
+                )
+            )
     pairs = [(b, t) for b, t in itertools.pairwise(cells) if b.code == "baseline" and t.code == "this"]
     if pairs:
         print()
@@ -559,6 +584,11 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="py-spy the server into this folder")
     parser.add_argument("--native", action="store_true", help="with --profile: include native frames")
     parser.add_argument("--json", type=Path, help="also write every figure as JSON here")
+    parser.add_argument(
+        "--etag",
+        action="store_true",
+        help="readers send back the ETag of their last answer per path (If-None-Match), as the dashboard",
+    )
     parser.add_argument(
         "--baseline-src",
         type=Path,

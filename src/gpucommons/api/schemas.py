@@ -122,6 +122,9 @@ class QueueEntry(_Response):
     #: 1-based position within its team's queue.
     team_position: int
     waiting_seconds: float
+    #: When it joined the queue (submit, or requeue after a preemption): ages computed from this stay
+    #: right in an answer a client reuses after a `304 Not Modified`.
+    queued_at: datetime | None = None
     #: The engine's reason code (`quota_exhausted`, `no_idle_to_borrow`, ...); empty before the first cycle.
     reason_code: str = ""
     reason: str = ""

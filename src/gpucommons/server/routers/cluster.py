@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import TypeAdapter
 from sqlalchemy import select
 
 from gpucommons.api import schemas
@@ -15,6 +16,7 @@ from gpucommons.ledger.csv_io import write_usage_csv
 from gpucommons.ledger.interval import UsageInterval
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
+from gpucommons.server.routers.caching import NOT_MODIFIED, etag_of, json_answer, not_modified
 from gpucommons.server.services import ledger, policies, views
 from gpucommons.store.models import TaskRow
 
@@ -23,15 +25,24 @@ router = APIRouter(prefix="/api/v1", tags=["cluster"])
 TeamFilter = Annotated[str | None, Query(max_length=63)]
 
 
-@router.get("/teams", response_model=list[schemas.TeamSummary])
-def teams(ctx: ContextDep, who: CurrentPrincipal) -> list[schemas.TeamSummary]:
+_TEAMS = TypeAdapter(list[schemas.TeamSummary])
+_QUEUE = TypeAdapter(list[schemas.QueueEntry])
+_USAGE = TypeAdapter(list[schemas.UsageInterval])
+
+
+@router.get("/teams", response_model=list[schemas.TeamSummary], responses=NOT_MODIFIED)
+def teams(request: Request, ctx: ContextDep, who: CurrentPrincipal) -> Response:
     """Each team's quota, use, borrowing and queue (only the teams the caller may see)."""
-    return views.teams(ctx.scheduler, visible_teams(who, ctx.policies.policy, Action.TEAM_READ))
+    out = views.teams(ctx.scheduler, visible_teams(who, ctx.policies.policy, Action.TEAM_READ))
+    return json_answer(request, _TEAMS, out)
 
 
-@router.get("/queue", response_model=list[schemas.QueueEntry])
-def queue(ctx: ContextDep, who: CurrentPrincipal, team: TeamFilter = None) -> list[schemas.QueueEntry]:
-    """Pending tasks in the order the engine considers them, each with why it waits."""
+@router.get("/queue", response_model=list[schemas.QueueEntry], responses=NOT_MODIFIED)
+def queue(request: Request, ctx: ContextDep, who: CurrentPrincipal, team: TeamFilter = None) -> Response:
+    """Pending tasks in the order the engine considers them, each with why it waits.
+
+    The ETag is weak: it leaves out `waiting_seconds`, which grows with every poll, so a queue whose
+    order and reasons did not change answers `304`; ages come from `queued_at`."""
     visible = visible_teams(who, ctx.policies.policy)
     if team is not None:
         visible = visible & {team}
@@ -43,7 +54,9 @@ def queue(ctx: ContextDep, who: CurrentPrincipal, team: TeamFilter = None) -> li
             names = {task_id: name for task_id, name in rows}
         for e in entries:
             e.name = names.get(e.task_id, "")
-    return entries
+    tag = etag_of(_QUEUE.dump_json(entries, exclude={"__all__": {"waiting_seconds"}}), weak=True)
+    unchanged = not_modified(request, tag)  # before the whole body is serialised
+    return unchanged if unchanged is not None else json_answer(request, _QUEUE, entries, etag=tag)
 
 
 def _intervals(
@@ -67,12 +80,17 @@ FromQ = Annotated[datetime | None, Query(alias="from", description="Start of the
 ToQ = Annotated[datetime | None, Query(alias="to", description="End of the window, exclusive")]
 
 
-@router.get("/usage", response_model=list[schemas.UsageInterval])
+@router.get("/usage", response_model=list[schemas.UsageInterval], responses=NOT_MODIFIED)
 def usage(
-    ctx: ContextDep, who: CurrentPrincipal, start: FromQ = None, end: ToQ = None, team: TeamFilter = None
-) -> list[schemas.UsageInterval]:
+    request: Request,
+    ctx: ContextDep,
+    who: CurrentPrincipal,
+    start: FromQ = None,
+    end: ToQ = None,
+    team: TeamFilter = None,
+) -> Response:
     """Ledger intervals overlapping the window, cut at its edges; open ones end now (`running`)."""
-    return [
+    out = [
         schemas.UsageInterval(
             task_id=i.task_id,
             team=i.team,
@@ -86,6 +104,7 @@ def usage(
         )
         for i in _intervals(ctx, who, start, end, team)
     ]
+    return json_answer(request, _USAGE, out)
 
 
 @router.get("/usage.csv", response_class=Response, responses={200: {"content": {"text/csv": {}}}})

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import TypeAdapter
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import CommonsError, NotFound
@@ -18,6 +19,7 @@ from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
+from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, link_header, query_string
 from gpucommons.server.services import convert
 from gpucommons.server.services import tasks as service
 from gpucommons.store.models import TaskRow
@@ -66,18 +68,44 @@ def submit_batch(
     return out
 
 
-@router.get("", response_model=list[schemas.Task])
+_TASKS = TypeAdapter(list[schemas.Task])
+
+
+@router.get("", response_model=list[schemas.Task], responses=NOT_MODIFIED)
 def list_tasks(
+    request: Request,
     ctx: ContextDep,
     who: CurrentPrincipal,
     team: Annotated[str | None, Query(max_length=63)] = None,
     state: Annotated[list[StateName] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
-) -> list[schemas.Task]:
+    after: Annotated[
+        str | None,
+        Query(
+            pattern="^[0-9]{1,18}$",
+            description="The cursor of the previous page (its `Link: rel=next` or `X-Next-Cursor`)",
+        ),
+    ] = None,
+) -> Response:
+    """Newest first. When more tasks follow, the answer's `Link` header (`rel="next"`) and
+    `X-Next-Cursor` name the next page; the body stays a plain list."""
     with ctx.db.session() as session:
-        rows = service.list_tasks(session, ctx.policies.policy, who, team, state or (), limit)
+        rows = service.list_tasks(
+            session, ctx.policies.policy, who, team, state or (), limit + 1, int(after) if after else None
+        )
         borrowed = ctx.scheduler.usage.borrowed_by_task
-        return [convert.task(r, borrowed) for r in rows]
+        out = [convert.task(r, borrowed) for r in rows[:limit]]
+    headers = {}
+    if len(rows) > limit:
+        cursor = str(rows[limit - 1].seq)
+        params = [("after", cursor), ("limit", str(limit))]
+        params += [("team", team)] if team else []
+        params += [("state", s) for s in state or ()]
+        headers = {
+            "Link": link_header(f"{request.url.path}?{query_string(params)}", "next"),
+            "X-Next-Cursor": cursor,
+        }
+    return json_answer(request, _TASKS, out, headers=headers)
 
 
 @router.get("/{task_id}", response_model=schemas.Task)

@@ -132,7 +132,9 @@ def list_tasks(
     team: str | None = None,
     states: Sequence[str] = (),
     limit: int = 500,
+    before_seq: int | None = None,
 ) -> list[TaskRow]:
+    """Newest first; `before_seq` continues a listing after the row with that seq (keyset paging)."""
     teams = visible_teams(who, policy)
     if team is not None:
         if team not in teams:
@@ -141,6 +143,8 @@ def list_tasks(
     query = select(TaskRow).where(TaskRow.team.in_(sorted(teams)))
     if states:
         query = query.where(TaskRow.state.in_(list(states)))
+    if before_seq is not None:
+        query = query.where(TaskRow.seq < before_seq)
     query = query.order_by(TaskRow.seq.desc()).limit(limit)
     return list(session.scalars(query))
 

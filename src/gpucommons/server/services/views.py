@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import UTC, datetime
 
 from gpucommons.api import schemas
 from gpucommons.domain.resources import UNLIMITED, ZERO
@@ -78,6 +79,7 @@ def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[sc
                     position=position,
                     team_position=team_pos[task.team],
                     waiting_seconds=round(max(0.0, now - task.queued_at), 3),
+                    queued_at=datetime.fromtimestamp(task.queued_at, tz=UTC),
                     reason_code=reason.code.value if reason else "",
                     reason=reason.message if reason else "not yet considered by the scheduler",
                 )

@@ -76,7 +76,9 @@ export class Api {
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         credentials: "same-origin",
-        cache: "no-store",
+        // Revalidate every time: the browser sends If-None-Match, the server answers 304 when the
+        // list did not change, and fetch hands back the body it already has.
+        cache: "no-cache",
       });
     } catch (e) {
       throw new ApiError(0, "network", `The server did not answer (${e.message}). Is commons up running?`);

@@ -36,15 +36,17 @@ function summarisePools(teams, pools) {
 }
 
 /**
- * The waiting tasks, in the engine's order. `waiting_seconds` grows with every poll; turned into a start
- * time (to 5 s) it stays the same between polls, so a page is redrawn only when something changed.
+ * The waiting tasks, in the engine's order. Each says when it joined the queue (`queued_at`, server
+ * time), rounded to 5 s, so a page is redrawn only when something changed; `waiting_seconds` serves
+ * servers that do not send it yet (it grows with every poll, and an answer reused after a 304 keeps the
+ * value it had).
  */
 async function loadQueue(api, team = "") {
   const queue = items(await api.get("/queue", { team }));
   const now = api.now();
-  return queue.map(({ waiting_seconds: waited, ...q }) => ({
+  return queue.map(({ waiting_seconds: waited, queued_at: queuedAt, ...q }) => ({
     ...q,
-    waiting_since_ms: Math.round((now - 1000 * waited) / 5000) * 5000,
+    waiting_since_ms: Math.round((queuedAt ? Date.parse(queuedAt) : now - 1000 * waited) / 5000) * 5000,
   }));
 }
 
