@@ -18,6 +18,8 @@ itself. The mixes:
            `GET /api/v1/tasks?limit=200`, `GET /api/v1/queue`, `GET /api/v1/teams`,
            `GET /api/v1/tasks/{id}` (a task this client submitted); with `--etag` each client sends
            back the ETag of its last answer for that path (`If-None-Match`), as a browser does
+  reads    the same four reads and no submission: dashboards polling a cluster where nothing
+           changes (with `--etag`, what answering 304 saves)
 
 Because the cluster is full and nothing ends, the queue only grows (by what the cell submits), the
 scheduler decides over the whole queue after each submission, and every figure depends only on the
@@ -264,7 +266,7 @@ async def drive(
                 measured = started >= begin
                 if measured and next(counter) >= max_requests:
                     return
-                step = (k + w) % 5 if mix == "mixed" else 0
+                step = (k + w) % 5 if mix == "mixed" else 1 + (k + w) % 4 if mix == "reads" else 0
                 if step == 0:
                     kind = "submit"
                     request = http.post("/api/v1/tasks", json=task_body((w + k) % TEAMS, f"load-{w}-{k}"))
@@ -572,7 +574,7 @@ def main() -> None:
     )
     parser.add_argument("--db", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
     parser.add_argument("--clients", nargs="+", type=int, default=[32, 128])
-    parser.add_argument("--mix", nargs="+", choices=["submit", "mixed"], default=["submit", "mixed"])
+    parser.add_argument("--mix", nargs="+", choices=["submit", "mixed", "reads"], default=["submit", "mixed"])
     parser.add_argument("--seconds", type=float, default=10.0, help="measured window per cell (s)")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of load before the window")
     parser.add_argument(

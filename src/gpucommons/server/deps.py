@@ -18,7 +18,9 @@ from gpucommons.server.context import ServerContext
 __all__ = ["ContextDep", "CurrentPrincipal", "SessionDep", "bearer_token"]
 
 
-def get_context(request: Request) -> ServerContext:
+async def get_context(request: Request) -> ServerContext:
+    """Async although it waits for nothing: FastAPI runs a sync dependency in its thread pool, and
+    that hop (a thread hand-off and a GIL switch) cost more than the lookup on every request."""
     ctx = request.app.state.commons
     assert isinstance(ctx, ServerContext)
     return ctx
