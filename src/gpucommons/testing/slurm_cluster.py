@@ -75,6 +75,7 @@ class SlurmCluster:
     name: str
     shape: ClusterShape
     accounting: bool
+    enforce: bool = False
     #: Database slurmdbd keeps its tables in (None without accounting).
     database: str | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -119,16 +120,14 @@ class SlurmCluster:
             self.run("scancel", *ids, check=False)
         wait_until("the queue to drain", lambda: not self.job_ids(), timeout)
 
+    def all_nodes_idle(self) -> bool:
+        out = self.run("sinfo", "--noheader", "--Node", "--format=%N %T", check=False).stdout
+        states = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+        return set(self.node_names) <= states.keys() and all(states[n] == "idle" for n in self.node_names)
+
     def wait_nodes_idle(self, timeout: float = 30) -> None:
         """Wait until every node answers and is IDLE (after start, or after a node came back)."""
-        names = set(self.node_names)
-
-        def all_idle() -> bool:
-            out = self.run("sinfo", "--noheader", "--Node", "--format=%N %T", check=False).stdout
-            states = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
-            return names <= states.keys() and all(states[n] == "idle" for n in names)
-
-        wait_until("every node to be idle", all_idle, timeout)
+        wait_until("every node to be idle", self.all_nodes_idle, timeout)
 
     def kill_node(self, node: str) -> None:
         """SIGKILL one slurmd (a node that dies); its jobs' processes keep running, as on a real node."""
@@ -178,6 +177,7 @@ def slurm_cluster(
     shape: ClusterShape | None = None,
     *,
     accounting: bool = False,
+    enforce: bool = False,
     mariadb: tuple[str, int, str] = DEFAULT_MARIADB,
     start_timeout: float = 60,
 ) -> Iterator[SlurmCluster]:
@@ -187,6 +187,10 @@ def slurm_cluster(
     and named in the error, when the start fails). A given `root` is kept. Every folder above it must
     be traversable by all users (jobs that run as another user read slurm.conf and reach the munge
     socket), which pytest's `tmp_path` is not: leave `root` None in tests.
+
+    `accounting`: slurmdbd on the machine's MariaDB (a database of the cluster's own, dropped at stop).
+    `enforce` (with accounting): `AccountingStorageEnforce=associations,limits,qos`, as a production
+    cluster has it: a job needs a user association, and QOS limits hold.
     """
     reason = unavailable_reason() or (accounting_unavailable_reason(mariadb) if accounting else None)
     if reason:
@@ -196,7 +200,9 @@ def slurm_cluster(
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     shape = shape or ClusterShape()
-    cluster = SlurmCluster(root=root, name="t" + secrets.token_hex(4), shape=shape, accounting=accounting)
+    cluster = SlurmCluster(
+        root=root, name="t" + secrets.token_hex(4), shape=shape, accounting=accounting, enforce=enforce
+    )
     try:
         _start(cluster, mariadb, start_timeout)
     except BaseException as exc:
@@ -212,6 +218,22 @@ def slurm_cluster(
         _stop(cluster, mariadb)
         if own_root:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _daemons_alive(cluster: SlurmCluster, probe: Callable[[], bool]) -> Callable[[], bool]:
+    """`probe`, which first raises if a daemon has died (a fatal configuration error ends it at once:
+    say so instead of waiting out the timeout)."""
+
+    def checked() -> bool:
+        for name, process in cluster.processes.items():
+            if process.poll() is not None:
+                log = cluster.log_dir / f"{name}.out"
+                lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+                last = next((line for line in reversed(lines) if line.strip()), "no output")
+                raise RuntimeError(f"{name} exited with status {process.returncode}: {last}")
+        return probe()
+
+    return checked
 
 
 def wait_until(what: str, probe: Callable[[], bool], timeout: float, every: float = 0.1) -> None:
@@ -238,7 +260,7 @@ def _start(cluster: SlurmCluster, mariadb: tuple[str, int, str], timeout: float)
         cluster.database = f"slurm_acct_{cluster.name}"
         _write_slurmdbd_conf(cluster, munge_socket, mariadb, ports[1])
         cluster.processes["slurmdbd"] = _spawn(cluster, "slurmdbd", ["slurmdbd", "-D"])
-        wait_until("slurmdbd to answer", lambda: _sacctmgr_answers(cluster), timeout)
+        wait_until("slurmdbd to answer", _daemons_alive(cluster, lambda: _sacctmgr_answers(cluster)), timeout)
         # slurmctld registers with slurmdbd only as a cluster the database already knows.
         cluster.run("sacctmgr", "-i", "add", "cluster", cluster.name)
     (root / "etc" / "gres.conf").write_text(
@@ -250,10 +272,10 @@ def _start(cluster: SlurmCluster, mariadb: tuple[str, int, str], timeout: float)
     cluster.processes["slurmctld"] = _spawn(
         cluster, "slurmctld", ["slurmctld", "-D", "-i", "-f", str(cluster.conf)]
     )
-    wait_until("slurmctld to answer", lambda: _ping(cluster), timeout)
+    wait_until("slurmctld to answer", _daemons_alive(cluster, lambda: _ping(cluster)), timeout)
     for node in cluster.node_names:
         cluster.start_node(node)
-    cluster.wait_nodes_idle(timeout)
+    wait_until("every node to be idle", _daemons_alive(cluster, cluster.all_nodes_idle), timeout)
 
 
 def _make_gpu_devices(folder: Path, count: int) -> None:
@@ -306,7 +328,7 @@ def _start_munge(cluster: SlurmCluster) -> Path:
             f"--seed-file={folder / 'munged.seed'}",
         ],
     )
-    wait_until("munged's socket", sock.exists, 15)
+    wait_until("munged's socket", _daemons_alive(cluster, sock.exists), 15)
     return sock
 
 
@@ -364,8 +386,6 @@ def _write_slurm_conf(cluster: SlurmCluster, munge_socket: Path, ports: Sequence
         "MpiDefault=none",
         "JobCompType=jobcomp/none",
         "JobAcctGatherType=jobacct_gather/none",
-        # GPUs counted as a TRES: AllocTRES shows gres/gpu, sacct reports them, a QOS can limit them.
-        "AccountingStorageTRES=gres/gpu",
     ]
     if cluster.accounting:
         lines += [
@@ -373,7 +393,12 @@ def _write_slurm_conf(cluster: SlurmCluster, munge_socket: Path, ports: Sequence
             "AccountingStorageHost=localhost",
             f"AccountingStoragePort={ports[1]}",
             f"AccountingStoragePass={munge_socket}",
+            # GPUs as a TRES: AllocTRES counts gres/gpu, sacct reports them, a QOS can cap them
+            # (slurmctld refuses this setting without slurmdbd).
+            "AccountingStorageTRES=gres/gpu",
         ]
+        if cluster.enforce:
+            lines.append("AccountingStorageEnforce=associations,limits,qos")
     for node, port in zip(shape.node_names, ports[2:], strict=True):
         features = shape.features.get(node, ())
         lines.append(

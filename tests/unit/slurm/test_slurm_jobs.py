@@ -80,9 +80,33 @@ def test_squeue_gives_pending_and_running_jobs() -> None:
 
 
 def test_squeue_keeps_a_job_name_holding_the_separator_whole() -> None:
-    line = "9|RUNNING|None|nlp|alice|gpu|n1|cpu=1,gres/gpu=2|1796140772|1796140773|a|b|c|\n"
+    line = (
+        "9|RUNNING|None|nlp|alice|gpu|n1|cpu=1,gres/gpu=2|gres:gpu:2|N/A|N/A|1|1|1796140772|1796140773|"
+        + "a|b|c|"
+    )
     (job,) = parse_squeue(line)
     assert (job.name, job.gpus) == ("a|b|c", 2)
+
+
+# Without slurmdbd, slurm.conf cannot count GPUs as a TRES (slurmctld refuses
+# AccountingStorageTRES=gres/gpu): these lines, from the test cluster without accounting, count none.
+NO_GPU_TRES_SQUEUE = (
+    "1|RUNNING|None|(null)|root|gpu|n[1-2]|cpu=2,mem=200M,node=2,billing=2|gres:gpu:3|N/A|N/A|2|2|1796141300|1796141301|wrap|\n"
+    "2|PENDING|Priority|(null)|root|gpu||cpu=1,mem=100M,node=1,billing=1|N/A|gres:gpu:3|N/A|1|1|1796141300|N/A|wrap|\n"
+)
+NO_GPU_TRES_SCONTROL = (
+    "JobId=1 JobName=wrap JobState=RUNNING NodeList=n[1-2] NumNodes=2 NumCPUs=2 NumTasks=2 "
+    "TRES=cpu=2,mem=200M,node=2,billing=2 TresPerNode=gres:gpu:3\n"
+    "JobId=3 JobName=wrap JobState=PENDING NodeList=(null) NumNodes=1-2 NumTasks=4 "
+    "TRES=cpu=4,mem=400M,node=1,billing=4 TresPerTask=gres:gpu:1\n"
+)
+
+
+def test_without_gpus_in_the_tres_a_jobs_gpus_come_from_its_request() -> None:
+    squeue = by_id(parse_squeue(NO_GPU_TRES_SQUEUE))
+    assert (squeue["1"].gpus, squeue["2"].gpus) == (6, 3)
+    scontrol = by_id(parse_scontrol_jobs(NO_GPU_TRES_SCONTROL))
+    assert (scontrol["1"].gpus, scontrol["3"].gpus) == (6, 4)
 
 
 def test_sacct_folds_steps_into_their_job_and_reads_a_cancelled_jobs_signal_from_its_batch_step() -> None:
@@ -93,7 +117,7 @@ def test_sacct_folds_steps_into_their_job_and_reads_a_cancelled_jobs_signal_from
     # The gang's own line says 0:0; its batch step (srun) ended with 15.
     assert jobs["2"].exit == SlurmExit(15, 0) and jobs["2"].lost_to_the_machine
     assert jobs["1"].state == "CANCELLED by 0" and jobs["1"].phase is JobPhase.ENDED
-    assert (jobs["4"].nodes, jobs["4"].gpus, jobs["4"].start_time) == ((), 0, 1796140773)
+    assert (jobs["4"].nodes, jobs["4"].gpus, jobs["4"].start_time) == ((), 0, 1796141220)
 
 
 def test_sacct_output_without_the_needed_columns_is_refused() -> None:

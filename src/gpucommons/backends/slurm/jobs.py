@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from gpucommons.backends.slurm.hostlist import HostlistError, expand
 from gpucommons.backends.slurm.keyvalue import optional, parse_records
-from gpucommons.backends.slurm.tres import TresError, tres_gpus
+from gpucommons.backends.slurm.tres import TresError, parse_tres, requested_gpus, tres_gpus
 
 
 class JobPhase(StrEnum):
@@ -152,6 +152,25 @@ class SlurmJob:
         return _state_word(self.state) in LOST_TO_THE_MACHINE
 
 
+def job_gpus(tres: str, per_node: str = "", per_job: str = "", per_task: str = "", nodes: int = 1,
+             tasks: int = 1) -> int:  # fmt: skip
+    """GPUs a job holds (or asks for): its TRES when they count GPUs, else its request."""
+    if any(key == "gres/gpu" or key.startswith("gres/gpu:") for key in parse_tres(tres)):
+        return tres_gpus(tres)
+    return requested_gpus(per_job) + requested_gpus(per_node) * nodes + requested_gpus(per_task) * tasks
+
+
+def _first_number(text: str | None) -> int:
+    """`2`, `1-2` (a pending job's node range) → its first number; empty or N/A → 1."""
+    value = optional(text)
+    if value is None:
+        return 1
+    head = value.split("-", 1)[0].split(",", 1)[0]
+    if not head.isdigit():
+        raise JobParseError(f"{text!r} is not a count")
+    return int(head)
+
+
 def parse_scontrol_jobs(text: str) -> tuple[SlurmJob, ...]:
     """Every job of `scontrol show job --oneliner` (one or all), in Slurm's order."""
     return tuple(_from_scontrol(f) for f in parse_records(text, "JobId"))
@@ -171,7 +190,14 @@ def _from_scontrol(f: dict[str, str]) -> SlurmJob:
             user=user.split("(", 1)[0] if user else None,
             partition=optional(f.get("Partition")),
             nodes=expand(f.get("NodeList", "")),
-            gpus=tres_gpus(f.get("TRES", "") or f.get("ReqTRES", "")),
+            gpus=job_gpus(
+                f.get("TRES", "") or f.get("ReqTRES", ""),
+                f.get("TresPerNode", ""),
+                f.get("TresPerJob", ""),
+                f.get("TresPerTask", ""),
+                _first_number(f.get("NumNodes")),
+                _first_number(f.get("NumTasks")),
+            ),
             submit_time=parse_time(f.get("SubmitTime")),
             start_time=parse_time(f.get("StartTime"))
             if job_phase(f.get("JobState", "")) != JobPhase.PENDING
@@ -198,6 +224,11 @@ SQUEUE_FIELDS = (
     "Partition",
     "NodeList",
     "tres-alloc",
+    "tres-per-node",
+    "tres-per-job",
+    "tres-per-task",
+    "NumNodes",
+    "NumTasks",
     "SubmitTime",
     "StartTime",
     "Name",
@@ -234,7 +265,14 @@ def parse_squeue(text: str) -> tuple[SlurmJob, ...]:
                     user=optional(row["UserName"]),
                     partition=optional(row["Partition"]),
                     nodes=expand(row["NodeList"]),
-                    gpus=tres_gpus(row["tres-alloc"]),
+                    gpus=job_gpus(
+                        row["tres-alloc"],
+                        row["tres-per-node"],
+                        row["tres-per-job"],
+                        row["tres-per-task"],
+                        _first_number(row["NumNodes"]),
+                        _first_number(row["NumTasks"]),
+                    ),
                     submit_time=parse_time(row["SubmitTime"]),
                     start_time=None if phase is JobPhase.PENDING else parse_time(row["StartTime"]),
                 )

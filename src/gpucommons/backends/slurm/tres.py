@@ -3,6 +3,9 @@
 A node's `Gres=` says what it has, one entry per GPU type; a TRES list (`CfgTRES`, `AllocTRES`, a
 job's `TRES=` or sacct's `AllocTRES`) counts what is configured or held. A TRES list may count GPUs
 twice, once in total (`gres/gpu=8`) and once per type (`gres/gpu:h100=8`): the total wins.
+
+A TRES list counts GPUs only where slurm.conf has `AccountingStorageTRES=gres/gpu` (which needs
+slurmdbd); elsewhere a job's GPUs are read from its request (`TresPerNode=gres:gpu:4`, `requested_gpus`).
 """
 
 from __future__ import annotations
@@ -78,6 +81,16 @@ def tres_gpus(text: str) -> int:
     if "gres/gpu" in tres:
         return _count(tres["gres/gpu"], text)
     return sum(_count(v, text) for k, v in tres.items() if k.startswith("gres/gpu:"))
+
+
+def requested_gpus(text: str) -> int:
+    """GPUs of a job's request as squeue and scontrol print it: `gres:gpu:3`, `gres/gpu:h100:2`,
+    `gres:gpu:2,gres:shard:1`; empty, `N/A` or `(null)` → 0."""
+    value = text.strip()
+    if value in ("", "(null)", "N/A"):
+        return 0
+    entries = [e.strip().removeprefix("gres:").removeprefix("gres/") for e in value.split(",")]
+    return gres_gpus(",".join(e for e in entries if e))
 
 
 def _count(amount: str, whole: str) -> int:
