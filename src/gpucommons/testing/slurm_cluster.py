@@ -59,8 +59,8 @@ class ClusterShape:
     features: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Seconds without an answer before slurmctld marks a slurmd DOWN (Slurm's default is 300).
     slurmd_timeout_s: int = 20
-    #: Seconds between the stop signal and SIGKILL when Slurm itself cancels a job.
-    kill_wait_s: int = 5
+    #: Seconds between SIGTERM and SIGKILL when Slurm itself cancels a job (Slurm's default is 30).
+    kill_wait_s: int = 2
 
     @property
     def node_names(self) -> tuple[str, ...]:

@@ -78,6 +78,7 @@ class SlurmClient:
         """`slurm_conf` None: the commands find the configuration as they would in a shell
         ($SLURM_CONF of `base_env`, else Slurm's default). `base_env` defaults to this process's."""
         env = dict(os.environ if base_env is None else base_env)
+        self._conf = slurm_conf
         if slurm_conf is not None:
             env["SLURM_CONF"] = str(slurm_conf)
         env["SLURM_TIME_FORMAT"] = "%s"
@@ -93,6 +94,10 @@ class SlurmClient:
     def run(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None) -> str:
         """Run one command; its standard output, or SlurmError."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
+        if self._conf is not None and not self._conf.is_file():
+            raise SlurmError(
+                f"the Slurm configuration {self._conf} does not exist (--slurm-conf, $SLURM_CONF)", argv
+            )
         try:
             done = subprocess.run(
                 list(argv), input=input, capture_output=True, text=True, env=self.env, timeout=timeout
