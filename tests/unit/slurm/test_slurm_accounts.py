@@ -182,7 +182,37 @@ def test_prune_removes_only_what_is_ours_and_gone(policy: Policy) -> None:
     desired = desired_accounting(policy, MEMBERS, AccountingOptions(qos=True))
     current = parse_current(QOS, ACCOUNTS, ASSOCIATIONS)
     removals = [(c.kind, c.name) for c in plan(desired, current, prune=True) if c.action is Action.REMOVE]
-    assert removals == [("user", "mallory in nlp"), ("account", "old"), ("qos", "commons-old")]
+    assert removals == [
+        ("user", "mallory in nlp"),
+        ("user", "erin in old"),
+        ("account", "old"),
+        ("qos", "commons-old"),
+    ]
+
+
+def test_a_user_whose_default_account_goes_is_given_another_first(policy: Policy) -> None:
+    desired = desired_accounting(policy, {"ml-vision": ["erin"]})
+    current = parse_current(
+        "",
+        "gpucommons|gpu commons teams|gpucommons\nold|gpu commons team old|cluster\n",
+        "c1|gpucommons|root||normal|\nc1|old|gpucommons||normal|\nc1|old||erin|normal|\n"
+        "c1|vision|gpucommons||normal|\nc1|vision||erin|normal|\n",
+        "erin|old\n",
+    )
+    changes = [
+        (c.action, c.name, c.args)
+        for c in plan(desired, current, prune=True)
+        if c.action is not Action.UNCHANGED
+    ]
+    assert changes[-3:] == [
+        (
+            Action.UPDATE,
+            "erin default account",
+            ("modify", "user", "where", "Name=erin", "set", "DefaultAccount=vision"),
+        ),
+        (Action.REMOVE, "erin in old", ("remove", "user", "where", "Name=erin", "Account=old")),
+        (Action.REMOVE, "old", ("remove", "account", "where", "Name=old")),
+    ]
 
 
 def test_an_applied_plan_leaves_nothing_to_do(policy: Policy) -> None:

@@ -9,8 +9,7 @@ with `prune`, and only under the parent account and the QOS prefix GPU Commons o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpucommons.backends.slurm.accounts import AccountSpec, QosSpec, SlurmAccounting, UserSpec, slurm_name
@@ -20,6 +19,7 @@ from gpucommons.backends.slurm.tres import TresError, tres_gpus
 SHOW_QOS = ("show", "qos", "format=Name,Description,GrpTRES")
 SHOW_ACCOUNTS = ("show", "account", "format=Account,Description,Organization")
 SHOW_ASSOCIATIONS = ("show", "association", "format=Cluster,Account,ParentName,User,QOS,DefaultQOS")
+SHOW_USERS = ("show", "user", "format=User,DefaultAccount")
 
 
 class Action(StrEnum):
@@ -63,6 +63,8 @@ class CurrentAccounting:
     #: account → (description, organization)
     accounts: dict[str, tuple[str, str]]
     associations: tuple[CurrentAssociation, ...]
+    #: user → default account
+    default_accounts: dict[str, str] = field(default_factory=dict)
 
     def account_association(self, account: str) -> CurrentAssociation | None:
         return next((a for a in self.associations if a.account == account and not a.user), None)
@@ -95,9 +97,13 @@ def _qos_list(text: str) -> tuple[str, ...]:
 
 
 def parse_current(
-    qos_text: str, accounts_text: str, associations_text: str, cluster: str | None = None
+    qos_text: str,
+    accounts_text: str,
+    associations_text: str,
+    users_text: str = "",
+    cluster: str | None = None,
 ) -> CurrentAccounting:
-    """The three SHOW_* listings (`--noheader --parsable2`) → CurrentAccounting; `cluster` filters
+    """The four SHOW_* listings (`--noheader --parsable2`) → CurrentAccounting; `cluster` filters
     associations to one cluster."""
     qos: dict[str, CurrentQos] = {}
     for name, description, grp in _rows(qos_text, 3, "show qos"):
@@ -112,7 +118,8 @@ def parse_current(
         for c, a, p, u, q, dq in _rows(associations_text, 6, "show association")
         if cluster is None or c == cluster
     )
-    return CurrentAccounting(qos, accounts, associations)
+    defaults = {user: account for user, account in _rows(users_text, 2, "show user")}
+    return CurrentAccounting(qos, accounts, associations, defaults)
 
 
 def plan(desired: SlurmAccounting, current: CurrentAccounting, *, prune: bool = False) -> list[Change]:
@@ -196,40 +203,75 @@ def _user_change(want: UserSpec, current: CurrentAccounting, cluster: str | None
 
 
 def _removals(desired: SlurmAccounting, current: CurrentAccounting, cluster: str | None) -> list[Change]:
-    """Users and accounts under our parent that the policy no longer has, and our QOS it no longer has."""
+    """Users and accounts under our parent that the policy no longer has, and our QOS it no longer has.
+
+    Slurm refuses to remove an account that is still some user's default account, so the account's
+    users go first, one association at a time; a user who keeps other associations is first given one
+    of them as default.
+    """
     parent = slurm_name(desired.options.parent)
     wanted_accounts = {a.name for a in desired.accounts}
     wanted_users = {(u.user, u.account) for u in desired.users}
     ours = {a.account for a in current.associations if not a.user and a.parent == parent}
-    team_accounts = wanted_accounts - {parent}
+    gone_accounts = sorted(ours - wanted_accounts)
     where_cluster = (f"Cluster={cluster}",) if cluster else ()
+    leaving = [
+        a
+        for a in current.associations
+        if a.user
+        and (a.account in gone_accounts or (a.account in wanted_accounts - {parent}))
+        and (a.user, a.account) not in wanted_users
+    ]
+    leaving_keys = {(a.user, a.account) for a in leaving}
     out: list[Change] = []
-    for assoc in current.associations:
-        if assoc.user and assoc.account in team_accounts and (assoc.user, assoc.account) not in wanted_users:
+    for assoc in leaving:
+        user, account = assoc.user, assoc.account
+        kept = sorted(
+            a.account
+            for a in current.associations
+            if a.user == user and (user, a.account) not in leaving_keys
+        )
+        if kept and current.default_accounts.get(user) == account:
             out.append(
                 Change(
-                    Action.REMOVE,
+                    Action.UPDATE,
                     "user",
-                    f"{assoc.user} in {assoc.account}",
+                    f"{user} default account",
                     (
-                        "remove",
+                        "modify",
                         "user",
                         "where",
-                        f"Name={assoc.user}",
-                        f"Account={assoc.account}",
+                        f"Name={user}",
                         *where_cluster,
+                        "set",
+                        f"DefaultAccount={kept[0]}",
                     ),
-                    "no longer in the team's groups",
+                    f"{account} → {kept[0]} (Slurm keeps no user without a default account)",
                 )
             )
-    for account in sorted(ours - wanted_accounts):
+        why = (
+            "its team is no longer in the policy"
+            if account in gone_accounts
+            else "no longer in the team's groups"
+        )
+        out.append(
+            Change(
+                Action.REMOVE,
+                "user",
+                f"{user} in {account}",
+                ("remove", "user", "where", f"Name={user}", f"Account={account}", *where_cluster),
+                why,
+            )
+        )
+        leaving_keys.discard((user, account))
+    for account in gone_accounts:
         out.append(
             Change(
                 Action.REMOVE,
                 "account",
                 account,
                 ("remove", "account", "where", f"Name={account}", *where_cluster),
-                "its team is no longer in the policy (its users' associations go with it)",
+                "its team is no longer in the policy",
             )
         )
     if desired.options.qos:
@@ -242,15 +284,4 @@ def _removals(desired: SlurmAccounting, current: CurrentAccounting, cluster: str
                         Action.REMOVE, "qos", name, ("remove", "qos", "where", f"Name={name}"), "no such team"
                     )
                 )
-    return _dedupe(out)
-
-
-def _dedupe(changes: Sequence[Change]) -> list[Change]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for change in changes:
-        key = (change.kind, change.name)
-        if key not in seen:
-            seen.add(key)
-            out.append(change)
     return out

@@ -154,8 +154,13 @@ class SlurmClient:
         or two)."""
         if not job_ids:
             return ()
-        argv = ["sacct", "--parsable2", "--allusers", f"--format={','.join(SACCT_FIELDS)}",
-                f"--jobs={','.join(job_ids)}"]  # fmt: skip
+        argv = [
+            "sacct",
+            "--parsable2",
+            "--allusers",
+            f"--format={','.join(SACCT_FIELDS)}",
+            f"--jobs={','.join(job_ids)}",
+        ]
         return parse_sacct(self.run(argv))
 
     # --- acting ----------------------------------------------------------------------------------

@@ -152,8 +152,9 @@ class SlurmJob:
         return _state_word(self.state) in LOST_TO_THE_MACHINE
 
 
-def job_gpus(tres: str, per_node: str = "", per_job: str = "", per_task: str = "", nodes: int = 1,
-             tasks: int = 1) -> int:  # fmt: skip
+def job_gpus(
+    tres: str, per_node: str = "", per_job: str = "", per_task: str = "", nodes: int = 1, tasks: int = 1
+) -> int:
     """GPUs a job holds (or asks for): its TRES when they count GPUs, else its request."""
     if any(key == "gres/gpu" or key.startswith("gres/gpu:") for key in parse_tres(tres)):
         return tres_gpus(tres)

@@ -117,9 +117,17 @@ def parse_state(text: str) -> NodeState:
     flags = {w for w in words[1:] if w}
     # sinfo-style suffixes: * not responding, ~ powered down, # powering up, % powering down, ! pending
     # power down, $ maintenance, @ pending reboot, ^ rebooting, - planned.
-    suffixes = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "%": "POWERING_DOWN",
-                "!": "POWER_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
-                "-": "PLANNED"}  # fmt: skip
+    suffixes = {
+        "*": "NOT_RESPONDING",
+        "~": "POWERED_DOWN",
+        "#": "POWERING_UP",
+        "%": "POWERING_DOWN",
+        "!": "POWER_DOWN",
+        "$": "MAINTENANCE",
+        "@": "REBOOT_REQUESTED",
+        "^": "REBOOT_ISSUED",
+        "-": "PLANNED",
+    }
     while base_word and base_word[-1] in suffixes:
         flags.add(suffixes[base_word[-1]])
         base_word = base_word[:-1]
