@@ -80,11 +80,20 @@ def ended(client: SlurmClient, job_id: str, timeout: float = 30) -> SlurmJob:
     return job
 
 
-def test_the_inventory_has_four_nodes_of_eight_gpus(client: SlurmClient) -> None:
+def test_the_inventory_has_four_nodes_of_eight_gpus_and_the_gpus_in_use(
+    client: SlurmClient, slurm: SlurmCluster
+) -> None:
     nodes = client.nodes()
     assert [(n.name, n.gpus, n.state.schedulable) for n in nodes] == [(f"n{i}", 8, True) for i in range(1, 5)]
     pool = Pool("h100", "H100", nodes=4, gpus_per_node=8)
     assert build_inventory(nodes, [pool]).gpus("h100") == 32
+    # This cluster has no slurmdbd, so GPUs are no TRES: what is in use comes from sinfo.
+    slurm.run("sbatch", "--nodelist=n2", "--gres=gpu:3", "--output=/dev/null", "--wrap", "sleep 30")
+    wait_until("the job to hold its GPUs", lambda: _gpus_free(client, "n2") == 5, 30)
+
+
+def _gpus_free(client: SlurmClient, node: str) -> int:
+    return next(n.gpus_free for n in client.nodes() if n.name == node)
 
 
 def test_an_attempt_runs_on_its_node_with_its_gpus_and_our_environment_only(

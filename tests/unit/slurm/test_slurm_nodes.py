@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from gpucommons.backends.slurm.keyvalue import parse_line
-from gpucommons.backends.slurm.nodes import NodeBase, NodeParseError, SlurmNode, parse_nodes, parse_state
+from gpucommons.backends.slurm.nodes import (
+    NodeBase,
+    NodeParseError,
+    SlurmNode,
+    parse_gres_used,
+    parse_nodes,
+    parse_state,
+    with_gpus_in_use,
+)
 from gpucommons.backends.slurm.tres import TresError, gres_gpu_types, gres_gpus, tres_gpus
 
 DATA = Path(__file__).parents[2] / "data" / "slurm"
@@ -112,3 +120,19 @@ def test_a_broken_gpu_field_names_the_node() -> None:
         tres_gpus("gres/gpu=many")
     with pytest.raises(NodeParseError, match="node n9"):
         parse_nodes("NodeName=n9 Gres=gpu:8 AllocTRES=gres/gpu=lots State=IDLE")
+
+
+def test_gpus_in_use_come_from_sinfo_where_the_tres_do_not_count_them() -> None:
+    # sinfo on the test cluster without accounting (n1 holds 3 + 2 GPUs of two jobs), plus a typed
+    # variant and a node listed under two partitions.
+    used = parse_gres_used(
+        "n1|gpu:5|\nn2|gpu:3|\nn3|gpu:0|\nn9|gpu:h100:2(IDX:0-1),gpu:a100:0(IDX:N/A)|\nn9|gpu:h100:2(IDX:0-1)|\n"
+    )
+    assert used == {"n1": 5, "n2": 3, "n3": 0, "n9": 2}
+    nodes = parse_nodes(
+        "NodeName=n1 Gres=gpu:8 State=MIXED AllocTRES=cpu=2,mem=200M\nNodeName=n4 Gres=gpu:8 State=IDLE\n"
+    )
+    assert [(n.name, n.gpus_allocated, n.gpus_free) for n in with_gpus_in_use(nodes, used)] == [
+        ("n1", 5, 3),
+        ("n4", 0, 8),
+    ]

@@ -22,7 +22,13 @@ from gpucommons.backends.slurm.jobs import (
     parse_squeue,
     squeue_format,
 )
-from gpucommons.backends.slurm.nodes import SlurmNode, parse_nodes
+from gpucommons.backends.slurm.nodes import (
+    SINFO_GRES_USED,
+    SlurmNode,
+    parse_gres_used,
+    parse_nodes,
+    with_gpus_in_use,
+)
 from gpucommons.backends.slurm.submit import (
     SlurmSubmission,
     build_sbatch,
@@ -126,7 +132,11 @@ class SlurmClient:
     # --- reading ---------------------------------------------------------------------------------
 
     def nodes(self) -> tuple[SlurmNode, ...]:
-        return parse_nodes(self.run(["scontrol", "show", "nodes", "--oneliner"]))
+        """Every node, with the GPUs in use from sinfo (scontrol's AllocTRES counts GPUs only where
+        slurm.conf has AccountingStorageTRES=gres/gpu)."""
+        nodes = parse_nodes(self.run(["scontrol", "show", "nodes", "--oneliner"]))
+        used = parse_gres_used(self.run(["sinfo", "--Node", "--noheader", f"--Format={SINFO_GRES_USED}"]))
+        return with_gpus_in_use(nodes, used)
 
     def jobs(self) -> tuple[SlurmJob, ...]:
         """Every job slurmctld remembers (running, pending, and ended within MinJobAge)."""

@@ -9,7 +9,7 @@ A draining node is neither: its jobs run on, nothing new starts there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gpucommons.backends.slurm.keyvalue import optional, parse_records
@@ -208,3 +208,29 @@ def _words(value: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
     return tuple(w for w in (part.strip() for part in text.split(",")) if w)
+
+
+#: sinfo --Format fields for the GPUs in use per node (`gpu:5`, `gpu:h100:5(IDX:0-4)`), which Slurm
+#: reports whether or not GPUs are counted as a TRES.
+SINFO_GRES_USED = "NodeList:|,GresUsed:|"
+
+
+def parse_gres_used(text: str) -> dict[str, int]:
+    """`sinfo --Node --noheader --Format=<SINFO_GRES_USED>` → node → GPUs in use (a node listed once
+    per partition counts once)."""
+    used: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        node, _, rest = line.partition("|")
+        gres = rest.removesuffix("|")
+        try:
+            used[node.strip()] = gres_gpus(gres)
+        except TresError as exc:
+            raise NodeParseError(f"node {node.strip()}: GresUsed {gres!r}: {exc}") from None
+    return used
+
+
+def with_gpus_in_use(nodes: tuple[SlurmNode, ...], used: dict[str, int]) -> tuple[SlurmNode, ...]:
+    """The nodes with `gpus_allocated` from sinfo's GresUsed, where it names the node."""
+    return tuple(replace(n, gpus_allocated=used[n.name]) if n.name in used else n for n in nodes)
