@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "advise": ("gpucommons.cli.advise",),
     "policy": ("gpucommons.cli.policy", "gpucommons.cli.policy_apply"),
     "k8s": ("gpucommons.cli.k8s", "gpucommons.cli.k8s_apply"),
+    "slurm": ("gpucommons.cli.slurm", "gpucommons.cli.slurm_apply"),
     "usage": ("gpucommons.cli.usage",),
     "token": ("gpucommons.cli.token",),
     "chargeback": ("gpucommons.cli.chargeback",),
