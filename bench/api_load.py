@@ -36,6 +36,11 @@ request route (SQLAlchemy cursor events, attributed by a context variable an out
 and those the scheduler and other threads run outside any request; the counts are printed after each
 cell. Counting costs time, so throughput figures come from runs without it.
 
+`--baseline-src DIR` runs each cell twice, with the server's code from DIR (another checkout's src/)
+and with this one, alternating which goes first, and prints the ratios; the client does the same work
+per request for both, so its CPU per request is the control: when it differs between the two, the
+machine's load changed between them.
+
 `--profile DIR` samples the server with `py-spy record` (100 Hz, `--idle` off, `--native` with
 `--native`) during each measured window, writes the raw collapsed stacks to DIR, and prints the frames
 with the most samples, by own time and by inclusive time.
@@ -518,19 +523,22 @@ def print_tables(cells: list[Cell]) -> None:
                     f"{c.code} {c.db} {c.clients}: {c.not_modified} reads answered 304" for c in mixed
                 )
             )
-    pairs = [(b, t) for b, t in itertools.pairwise(cells) if b.code == "baseline" and t.code == "this"]
+    baselines = {(c.db, c.clients, c.mix): c for c in cells if c.code == "baseline"}
+    pairs = [(baselines[(t.db, t.clients, t.mix)], t) for t in cells if (t.db, t.clients, t.mix) in baselines]
+    pairs = [(b, t) for b, t in pairs if t.code == "this"]
     if pairs:
         print()
         print(
             "| db | clients | mix | req/s this ÷ baseline | p99 this ÷ baseline "
-            "| server CPU/req this ÷ baseline |"
+            "| server CPU/req this ÷ baseline | client CPU/req this ÷ baseline (same work: the control) |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for b, t in pairs:
             print(
                 f"| {t.db} | {t.clients} | {t.mix} | {t.req_per_s / max(b.req_per_s, 1e-9):.2f} "
                 f"| {t.p99_ms / max(b.p99_ms, 1e-9):.2f} "
-                f"| {t.server_cpu_ms_per_req / max(b.server_cpu_ms_per_req, 1e-9):.2f} |"
+                f"| {t.server_cpu_ms_per_req / max(b.server_cpu_ms_per_req, 1e-9):.2f} "
+                f"| {t.client_cpu_ms_per_req / max(b.client_cpu_ms_per_req, 1e-9):.2f} |"
             )
     for c in cells:
         if c.sql:
@@ -606,7 +614,10 @@ def main() -> None:
     for db in args.db:
         for clients in args.clients:
             for mix in args.mix:
-                for src in ([args.baseline_src] if args.baseline_src else []) + [None]:
+                codes: list[Path | None] = [args.baseline_src, None] if args.baseline_src else [None]
+                if len(cells) % 4 == 2:
+                    codes.reverse()  # every other pair runs the new code first: drift in the load cancels
+                for src in codes:
                     cell = run_cell(db, clients, mix, args, src)
                     cells.append(cell)
                     print(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -64,7 +64,12 @@ class LazyStrings(Sequence[str]):
 
     __slots__ = ("_data", "_ends", "_starts")
 
-    def __init__(self, data: bytes, starts: Int64Array, ends: Int64Array) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        starts: npt.NDArray[np.signedinteger[Any]],
+        ends: npt.NDArray[np.signedinteger[Any]],
+    ) -> None:
         self._data, self._starts, self._ends = data, starts, ends
 
     def __len__(self) -> int:
