@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import Request, Response
 from pydantic import TypeAdapter
@@ -80,6 +81,4 @@ def link_header(url: str, rel: str) -> str:
 
 
 def query_string(pairs: Iterable[tuple[str, str]]) -> str:
-    from urllib.parse import urlencode
-
     return urlencode(list(pairs))
