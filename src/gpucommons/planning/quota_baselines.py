@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 from gpucommons.domain import Policy
 from gpucommons.planning.advisor import AdvisorRule, advise, default_pool, trace_history
-from gpucommons.planning.usage_history import Demand
 from gpucommons.planning.quota_space import QuotaSpace, QuotaVector
 from gpucommons.planning.replay_score import Window
+from gpucommons.planning.usage_history import Demand
 from gpucommons.sim import SimJob
 
 TODAY, EQUAL, PROPORTIONAL, RECENT, MEDIAN_RULE, BLEND = (
