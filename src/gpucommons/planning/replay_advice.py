@@ -15,7 +15,7 @@ replays so the report shows what the search bought. Pure: replays come from the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpucommons.domain import Policy
 from gpucommons.domain.model import Isolation
@@ -122,10 +122,15 @@ def _reason(change: TeamChange, need_gpus: float, *, chosen: bool) -> str:
         return f"{change.team}: {change.proposed} GPUs, unchanged ({waits})."
     if change.proposed > change.today:
         return f"{change.team}: {change.today} → {change.proposed} GPUs, because its jobs waited ({waits})."
+    if need_gpus <= change.proposed:
+        return (
+            f"{change.team}: {change.today} → {change.proposed} GPUs, because it asked for at most "
+            f"{need_gpus:.0f} GPUs 95% of the time others waited, which {change.proposed} still "
+            f"covers ({waits})."
+        )
     return (
-        f"{change.team}: {change.today} → {change.proposed} GPUs, because it asked for at most "
-        f"{need_gpus:.0f} GPUs 95% of the time others waited, so what it gives up was mostly lent out "
-        f"({waits})."
+        f"{change.team}: {change.today} → {change.proposed} GPUs, because what it gives up shortens other "
+        f"teams' waits more than its own grows ({waits})."
     )
 
 
@@ -265,8 +270,8 @@ def advise_by_replay(
         judged[vector] = Judged(
             candidates[vector], vector, f, v, judge(f, today_fit, rules), judge(v, today_val, rules)
         )
-    today = judged[today_vector]
-    baselines = {name: judged[vector] for name, vector in reported.items()}
+    today = replace(judged[today_vector], label=TODAY)
+    baselines = {name: replace(judged[vector], label=name) for name, vector in reported.items()}
     finalists = tuple(j for j in judged.values() if space.contains(j.vector))
     chosen, why = _choose(today, finalists, space, settings.objective)
     result = chosen if chosen is not None else today
