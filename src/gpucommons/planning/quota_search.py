@@ -181,7 +181,7 @@ def search(
     seeded = dict(zip(names, replay(vectors, names), strict=False))
     in_space = [s for s in seeded.values() if space.contains(s.vector)]
     if not in_space:
-        raise ValueError("no seed lies in the search space (a bug: seeds are projected into it)")
+        raise ValueError(f"no seed lies in the search space (a bug: seeds are projected into it): {seeds}")
     current = min(in_space, key=lambda s: (rank(s), names.index(s.label)))
     start = current
     path = [current]

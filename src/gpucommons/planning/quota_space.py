@@ -244,18 +244,53 @@ def build_space(
         )
         available = max(capacity - kept, 0)
         available -= available % unit
+        members = [
+            (team.name, team.nominal(pool.name).gpus if team.quota(pool.name) is not None else 0)
+            for team in policy.teams
+            if (team.name, pool.name) in sized
+        ]
         slots = []
-        for team in policy.teams:
-            if (team.name, pool.name) not in sized:
-                continue
-            today = team.nominal(pool.name).gpus if team.quota(pool.name) is not None else 0
-            cap = max_change.allowed(today)
-            lower = 0 if cap is None else max(today - cap, 0)
-            upper = available if cap is None else min(today + cap, available)
+        for name, lower, upper in _bounds(members, available, unit, max_change):
+            today = dict(members)[name]
             slots.append(len(entries))
-            entries.append(Entry(team.name, pool.name, today, lower, upper))
+            entries.append(Entry(name, pool.name, today, lower, upper))
+        if not slots:  # nobody to size here: the pool's quotas stay as they are
+            available = 0
         pools.append(PoolSpace(pool.name, capacity, pool.gpus_per_node, kept, available, unit, tuple(slots)))
     return QuotaSpace(tuple(entries), tuple(pools), whole_nodes, max_change)
+
+
+def _bounds(
+    members: list[tuple[str, int]], available: int, unit: int, max_change: MaxChange
+) -> list[tuple[str, int, int]]:
+    """Per team [lower, upper] in GPUs, multiples of `unit`, such that Σ = `available` can be met.
+
+    `--max-change` bounds what a team gains or loses against the others; GPUs in nobody's quota
+    today (or taken away by kept quotas) are handed out (or taken back) on top of it, and with whole
+    nodes the bounds round outward to whole nodes. If the bounds still cannot meet Σ, they are
+    widened one unit at a time, team by team in policy order.
+    """
+    spare = available - sum(today for _, today in members)
+    lowers: list[int] = []
+    uppers: list[int] = []
+    for _, today in members:
+        cap = max_change.allowed(today)
+        if cap is None:
+            lower, upper = 0, available
+        else:
+            lower = max(today - cap - max(-spare, 0), 0)
+            upper = min(today + cap + max(spare, 0), available)
+        lowers.append(lower // unit * unit)
+        uppers.append(min(-(-upper // unit) * unit, available))
+    while uppers and sum(uppers) < available:
+        for i in range(len(uppers)):
+            if sum(uppers) < available and uppers[i] + unit <= available:
+                uppers[i] += unit
+    while lowers and sum(lowers) > available:
+        for i in range(len(lowers)):
+            if sum(lowers) > available and lowers[i] >= unit:
+                lowers[i] -= unit
+    return [(name, lo, up) for (name, _), lo, up in zip(members, lowers, uppers, strict=True)]
 
 
 def _with_gpus(limit: Resources, gpus: int) -> Resources:
