@@ -24,8 +24,9 @@ from enum import StrEnum
 
 from gpucommons.planning.replay_score import HOUR, ReplayScore
 
-#: Violations within this many seconds of today's are "not above today's" (a minute of noise in a window).
-VIOLATION_SLACK_S = 60.0
+#: Violations within this many seconds per day of the window of today's are "not above today's": a
+#: minute a day over all teams is the noise of one reclaim landing on either side of a grace period.
+VIOLATION_SLACK_S_PER_DAY = 60.0
 
 
 class Objective(StrEnum):
@@ -90,7 +91,8 @@ def judge(score: ReplayScore, today: ReplayScore, rules: Rules) -> Verdict:
                 excess_s += team.wait_p95_s - base.wait_p95_s * (1 + rules.max_regression)
     extra_violation = 0.0
     if rules.objective is Objective.BALANCED:
-        extra_violation = max(score.violation_s - today.violation_s - VIOLATION_SLACK_S, 0.0)
+        slack = VIOLATION_SLACK_S_PER_DAY * max(score.days, 1.0)
+        extra_violation = max(score.violation_s - today.violation_s - slack, 0.0)
     extra_never = max(score.never_started - today.never_started, 0)
     infeasibility = (excess_s + extra_violation) / HOUR + extra_never
     return Verdict(

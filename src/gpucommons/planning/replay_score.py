@@ -134,6 +134,8 @@ class ReplayScore:
     preemptions: int = 0
     idle_while_waiting_gpu_hours: float = 0.0
     dropped_jobs: int = 0
+    #: Length of the replayed window in days.
+    days: float = 0.0
 
     @property
     def mean_p95_s(self) -> float:
@@ -226,6 +228,7 @@ def score_outcome(outcome: RunOutcome, window: Window) -> ReplayScore:
         preemptions=outcome.preemptions,
         idle_while_waiting_gpu_hours=outcome.meter.idle_while_waiting_unit_s / HOUR,
         dropped_jobs=outcome.resolution.refused_count,
+        days=window.days,
     )
 
 

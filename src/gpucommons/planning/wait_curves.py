@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucommons.planning.objectives import VIOLATION_SLACK_S, Objective, Rules
+from gpucommons.planning.objectives import VIOLATION_SLACK_S_PER_DAY, Objective, Rules
 from gpucommons.planning.quota_space import QuotaSpace, QuotaVector
 from gpucommons.planning.replay_score import ReplayScore
 
@@ -132,7 +132,7 @@ class WaitCurves:
             picked = self._knapsack(today, rules, weight)
             if picked is None:
                 return []
-            if picked[2] <= today.violation_s + VIOLATION_SLACK_S:
+            if picked[2] <= today.violation_s + VIOLATION_SLACK_S_PER_DAY * max(today.days, 1.0):
                 break
         assert picked is not None
         chosen, even, _ = picked
