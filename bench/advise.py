@@ -234,7 +234,8 @@ def print_case(case: dict[str, Any]) -> None:
     a = case["advice"]
     print(f"\n### {case['gpus']} GPUs, engine {case['engine']}\n")
     print(
-        f"advice from days 0–21: {a['why']} ({a['replays']} replays, {a['seconds']:.0f} s; {a['load_before']})"
+        f"advice from days 0–21: {a['why']} "
+        f"({a['replays']} replays, {a['seconds']:.0f} s; {a['load_before']})"
     )
     print(
         "nominal today → advised: " + ", ".join(f"{t} {a['today'][t]}→{g}" for t, g in a["nominal"].items())
@@ -295,7 +296,8 @@ def cli_run() -> None:
         raise SystemExit(result.returncode)
     data = json.loads(result.stdout)
     print(
-        f"commons advise on Philly October at 704 GPUs: {wall:.0f} s wall, {data['search']['replays']} replays"
+        f"commons advise on Philly October at 704 GPUs: {wall:.0f} s wall, "
+        f"{data['search']['replays']} replays"
     )
     print(f"before: {before}; after: {uptime()}")
     print(f"decision: {data['decision']['why']}")
