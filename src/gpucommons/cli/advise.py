@@ -308,7 +308,7 @@ def advise(
     if as_json:
         typer.echo(json.dumps(data, indent=2))
     if out is not None and proposal_text is None:
-        notes.print(f"{out} not written: {advice.why}")
+        notes.print(f"{out} not written: {advice.why}", soft_wrap=True)
     for path in (out if proposal_text is not None else None, plot):
         if path is not None:
             notes.print(f"wrote {path}")
