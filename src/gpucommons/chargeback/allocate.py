@@ -70,6 +70,11 @@ def allocate(
         "without quota (all of its GPU-time counts as borrowed)"
         for team in usage.unknown_teams
     ]
+    if usage.intervals_counted == 0:
+        warnings.append(
+            f"no GPU use in {period.label}: the whole cluster cost goes to the idle rule "
+            f"('{cfg.idle}') and the platform; check the period and the usage file"
+        )
 
     by_pool: dict[str, list[PoolUsage]] = {}
     for pu in usage.pools.values():

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
 
-from gpucommons.api.errors import CommonsError
+from gpucommons.api.errors import CommonsError, Unauthenticated
 
 if TYPE_CHECKING:  # the client pulls in httpx and pydantic: imported when a command talks to the server
     from gpucommons.client import CommonsClient
@@ -47,7 +48,28 @@ def server_url() -> str:
 
 
 def server_token() -> str | None:
-    return os.environ.get("COMMONS_TOKEN") or _config().get("token")
+    """COMMONS_TOKEN, else the `commons login` file, else — for a server on this machine — the
+    bootstrap admin token `commons up` wrote in its home, when this user may read it (mode 0600:
+    only the server's own user, or root)."""
+    return os.environ.get("COMMONS_TOKEN") or _config().get("token") or _local_admin_token()
+
+
+def default_home_text() -> str:
+    from gpucommons.backends.local.accounts import default_home
+
+    return str(default_home(os.environ))
+
+
+def _local_admin_token() -> str | None:
+    if urlsplit(server_url()).hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    from gpucommons.backends.local.accounts import default_home
+
+    try:
+        token = (default_home(os.environ) / "admin-token").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return token or None
 
 
 def fail(message: str) -> typer.Exit:
@@ -55,22 +77,47 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def error_text(exc: CommonsError) -> str:
+    """The server's message, then each listed issue that adds something to it (path: message)."""
+    lines = [exc.message]
+    issues = exc.details.get("issues") or exc.details.get("errors")
+    if isinstance(issues, list):
+        for issue in issues[:20]:
+            if not isinstance(issue, dict):
+                continue
+            where, text = issue.get("path") or issue.get("field") or "", str(issue.get("message", ""))
+            if where and text and text not in exc.message:
+                lines.append(f"  {where}: {text}")
+    return "\n".join(lines)
+
+
 @contextmanager
 def api() -> Iterator[CommonsClient]:
     """A client for the configured server; API errors become `error: ...` and exit code 1."""
     from gpucommons.client import CommonsClient
 
-    client = CommonsClient(server_url(), server_token())
+    if os.environ.get("COMMONS_TOKEN") == "":
+        raise fail(
+            "COMMONS_TOKEN is empty: set it to a token, e.g. with the `export` line `commons up` printed "
+            "(as root the server keeps its admin token in /var/lib/commons/admin-token), or unset it "
+            "and run `commons login`"
+        )
+    token = server_token()
+    client = CommonsClient(server_url(), token)
     try:
         yield client
+    except Unauthenticated as exc:
+        if token is None:
+            raise fail(
+                "no token: set COMMONS_TOKEN (the `export` line `commons up` printed) or run `commons login`"
+            ) from None
+        if not os.environ.get("COMMONS_TOKEN") and not _config().get("token"):
+            raise fail(
+                f"{error_text(exc)} (the token came from the admin-token file of {default_home_text()}; "
+                "set COMMONS_TOKEN to use another one)"
+            ) from None
+        raise fail(error_text(exc)) from None
     except CommonsError as exc:
-        message = exc.message
-        issues = exc.details.get("issues") or exc.details.get("errors")
-        if isinstance(issues, list):
-            for issue in issues[:20]:
-                if isinstance(issue, dict):
-                    where = issue.get("path") or issue.get("field") or ""
-                    message += f"\n  {where}: {issue.get('message', '')}" if where else ""
-        raise fail(message) from None
+        raise fail(error_text(exc)) from None
     finally:
         client.close()

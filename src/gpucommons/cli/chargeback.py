@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -55,6 +56,19 @@ PeriodOpt = Annotated[
         help="A month (2026-11), days FROM..TO (2026-11-01..2026-11-15, both included) or instants.",
     ),
 ]
+FullPeriodOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full-period",
+        help="Charge every day of a period that has not ended (default: only up to now, as invoices do).",
+    ),
+]
+AsOfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of", help="Charge up to this instant instead of now (ISO-8601, e.g. 2026-12-01T12:00Z)."
+    ),
+]
 BillOpt = Annotated[
     Path | None, typer.Option("--bill", help="What each pool really cost: CSV with the header pool,amount.")
 ]
@@ -90,7 +104,27 @@ class _Inputs:
     bill: dict[str, Decimal]
 
 
-def _load(policy: Path | None, usage: Path | None, period: str | None, bill: Path | None) -> _Inputs:
+def _as_of(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise _fail(
+            f"--as-of: cannot read {text!r}: write an ISO-8601 instant, e.g. 2026-12-01T12:00:00Z"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _load(
+    policy: Path | None,
+    usage: Path | None,
+    period: str | None,
+    bill: Path | None,
+    *,
+    full_period: bool = False,
+    as_of: str | None = None,
+) -> _Inputs:
     missing = [
         name
         for name, value in (("--policy", policy), ("--usage", usage), ("--period", period))
@@ -104,9 +138,16 @@ def _load(policy: Path | None, usage: Path | None, period: str | None, bill: Pat
     from gpucommons.policy import load_policy
 
     try:
-        the_period = Period.parse(period)
+        asked = Period.parse(period)
+        the_period = asked if full_period else asked.to_date(_as_of(as_of))
     except PeriodError as exc:
         raise _fail(f"--period: {exc}") from None
+    if the_period.is_to_date:
+        err_console.print(
+            f"note: {asked.label} has not ended: charged up to {the_period.end:%Y-%m-%d %H:%M:%S} UTC "
+            "(--full-period charges all of it)",
+            markup=False,
+        )
     try:
         the_policy = load_policy(policy)
     except PolicyError as error:
@@ -217,6 +258,8 @@ def chargeback(
     usage: UsageOpt = None,
     period: PeriodOpt = None,
     bill: BillOpt = None,
+    full_period: FullPeriodOpt = False,
+    as_of: AsOfOpt = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: stdout).")] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="json (contract 5), csv, focus (FOCUS 1.2), html or pdf (--team).")
@@ -230,7 +273,7 @@ def chargeback(
 
     if fmt not in FORMATS:
         raise _fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    inputs = _load(policy, usage, period, bill)
+    inputs = _load(policy, usage, period, bill, full_period=full_period, as_of=as_of)
     try:
         result = compute_chargeback(inputs.policy, inputs.intervals, inputs.period, bill=inputs.bill)
     except ChargebackError as exc:
@@ -240,6 +283,9 @@ def chargeback(
     if out is not None:
         _summary(result, out_console)
         out_console.print(f"wrote {out}", markup=False)
+    else:
+        for warning in result.warnings:
+            err_console.print(f"warning: {warning}", markup=False)
 
 
 @chargeback_app.command("compare")
@@ -248,6 +294,8 @@ def compare(
     usage: UsageOpt = None,
     period: PeriodOpt = None,
     bill: BillOpt = None,
+    full_period: FullPeriodOpt = False,
+    as_of: AsOfOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Also write the comparison: a .json or .html file.")
     ] = None,
@@ -259,7 +307,7 @@ def compare(
 
     if out is not None and out.suffix.lower() not in (".json", ".html", ".htm"):
         raise _fail(f"--out {out}: write a .json or an .html file")
-    inputs = _load(policy, usage, period, bill)
+    inputs = _load(policy, usage, period, bill, full_period=full_period, as_of=as_of)
     try:
         comparison = compare_models(inputs.policy, inputs.intervals, inputs.period, bill=inputs.bill)
     except ChargebackError as exc:

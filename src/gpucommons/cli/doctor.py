@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -34,6 +35,7 @@ from gpucommons.cli.doctor_checks import (
     inventory_checks,
     isolation_check,
     server_check,
+    task_path_check,
 )
 from gpucommons.cli.main import app
 from gpucommons.domain.model import Policy
@@ -156,6 +158,7 @@ def doctor(
     report = assess_isolation(loaded, facts, inventory.source)
     checks = [
         isolation_check(facts.mode, facts.user, facts.workspaces_blocked_by),
+        task_path_check(facts.mode, os.environ.get("PATH", ""), sys.executable),
         *inventory_checks(inventory),
         database_check(os.environ.get("COMMONS_DATABASE_URL"), home),
         disk_check(home),

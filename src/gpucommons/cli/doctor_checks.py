@@ -56,6 +56,35 @@ def isolation_check(mode: IsolationMode, user: str, blocked_by: str | None = Non
     )
 
 
+def task_path_check(mode: IsolationMode, server_path: str, interpreter: str) -> Check:
+    """Can tasks start a program? A team account gets its own PATH (`task_path.account_path`): it must
+    find `sh` and `python3` there, and should be told when the platform's interpreter is closed to it."""
+    from gpucommons.backends.local.task_path import account_path, find_program, runnable_by_others
+
+    accounts = mode is IsolationMode.ACCOUNTS
+    path = account_path(server_path, interpreter) if accounts else server_path
+    who = "team accounts" if accounts else "tasks"
+    missing = [p for p in ("sh", "python3") if find_program(p, path) is None]
+    if missing:
+        return Check(
+            "task PATH",
+            "fail",
+            f"{who} find no {' or '.join(missing)} in PATH={path}: install it in /usr/bin (Debian: "
+            "apt-get install python3) or start the server with a PATH that has it",
+        )
+    python3 = find_program("python3", path)
+    text = f"{who} get PATH={path}; python3 is {python3}"
+    if accounts and not runnable_by_others(Path(interpreter)):
+        return Check(
+            "task PATH",
+            "warn",
+            f"{text}. The platform's own interpreter ({interpreter}) is in a directory team accounts "
+            "cannot enter, so tasks cannot run `commons` or the platform's Python: install GPU Commons "
+            "under a readable path (e.g. /opt/commons) if tasks need them",
+        )
+    return Check("task PATH", "ok", text)
+
+
 def inventory_checks(inventory: Inventory) -> list[Check]:
     pools = ", ".join(f"{p.pool} {len(p.devices)}/{p.declared}" for p in inventory.pools)
     status: Status = "ok" if inventory.source != "virtual" else "info"

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from gpucommons.api.errors import BadRequest
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
 
@@ -38,7 +39,15 @@ def invoice(
     if fmt == "pdf" and out is None and sys.stdout.isatty():
         raise fail("a PDF is binary: write it to a file with --out invoice.pdf")
     with api() as client:
-        body = fetch_invoice(client, month, team, fmt)
+        try:
+            body = fetch_invoice(client, month, team, fmt)
+        except BadRequest as exc:
+            if team is None and "teams" in exc.details:  # the server needs one team: say it our way
+                seen = ", ".join(exc.details["teams"]) or "none"
+                raise fail(
+                    f"--format {fmt} is one team's invoice: add --team TEAM (your teams: {seen})"
+                ) from None
+            raise
     if out is None:
         if fmt == "pdf":
             sys.stdout.buffer.write(body)

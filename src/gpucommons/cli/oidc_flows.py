@@ -14,28 +14,16 @@ import base64
 import json
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import authlib.deprecate
 import httpx
 from authlib.common.security import generate_token
 
-# Without the optional `httpx2` package, authlib's httpx integration warns on import that plain httpx is
-# deprecated; we use plain httpx on purpose and the warning says nothing to a user signing in. Ignore that
-# one message, only around this import (authlib.deprecate, imported first, keeps its own "always" filter
-# for every other deprecation).
-with warnings.catch_warnings():
-    warnings.filterwarnings(
-        "ignore",
-        message="The httpx module is deprecated",
-        category=authlib.deprecate.AuthlibDeprecationWarning,
-    )
-    from authlib.integrations.httpx_client import OAuth2Client
+from gpucommons._authlib import OAuth2Client
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 

@@ -34,5 +34,11 @@ def apply(
         raise fail(f"{file}: policy refused ({len(error.issues)} problem(s)); nothing was applied") from None
     with api() as client:
         info = client.apply_policy(text, dry_run=dry_run)
-    verb = "would apply" if dry_run else "applied"
-    typer.echo(f"{verb} policy version {info.version} ({info.cluster_name}: teams {', '.join(info.teams)})")
+    what = f"{info.cluster_name}: teams {', '.join(info.teams)}"
+    if dry_run:
+        typer.echo(
+            f"dry run: the policy is valid and would replace version {info.version} ({what}); "
+            "nothing was applied"
+        )
+    else:
+        typer.echo(f"applied policy version {info.version} ({what})")

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table, rich_table
 
 if TYPE_CHECKING:  # pydantic models: imported by the commands that use them, not at start-up
     from gpucommons.api import schemas
@@ -78,11 +80,21 @@ def submit(
     print(task.id)
 
 
-def _table(tasks: list[schemas.Task]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for col in ("ID", "TEAM", "NAME", "STATE", "PRIO", "GPUS", "POOL", "RESTARTS", "MESSAGE"):
-        # Every column stays on one line; the message gives way first when the terminal is narrow.
-        table.add_column(col, overflow="ellipsis", no_wrap=True, ratio=1 if col == "MESSAGE" else None)
+TASK_COLUMNS = (
+    Col("ID", keep=True),
+    Col("TEAM", keep=True),
+    Col("NAME", keep=True),
+    Col("STATE", keep=True),
+    Col("PRIO", drop=3),
+    Col("GPUS", drop=4),
+    Col("POOL", drop=2),
+    Col("RESTARTS", drop=1, justify="right"),
+    Col("MESSAGE", wrap=True),
+)
+
+
+def _rows(tasks: list[schemas.Task]) -> list[list[str]]:
+    rows = []
     for t in tasks:
         style = STATE_STYLE.get(t.state, "")
         gpus = f"{t.gpus}" + (
@@ -90,18 +102,20 @@ def _table(tasks: list[schemas.Task]) -> Table:
             if t.borrowed_gpus and t.state in ("running", "admitted", "preempting")
             else ""
         )
-        table.add_row(
-            t.id,
-            t.team,
-            t.name,
-            f"[{style}]{t.state}[/]",
-            t.priority,
-            gpus,
-            t.assigned_pool or t.pool or "-",
-            str(t.restart_count),
-            t.message,
+        rows.append(
+            [
+                t.id,
+                t.team,
+                escape(t.name),
+                f"[{style}]{t.state}[/]",
+                t.priority,
+                gpus,
+                t.assigned_pool or t.pool or "-",
+                str(t.restart_count),
+                escape(t.message),
+            ]
         )
-    return table
+    return rows
 
 
 @app.command("tasks")
@@ -117,24 +131,36 @@ def list_tasks(
         bool, typer.Option("--json", help="A JSON list of task objects (stable fields).")
     ] = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 200,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
+    ] = False,
 ) -> None:
-    """List tasks, newest first."""
+    """List tasks, newest first. Narrow terminals lose the least useful columns first; ids and
+    names are never cut; piped output is plain text with every column."""
     with api() as client:
         if as_json:
             rows = client.tasks(team, state, limit)
             print(json.dumps([t.model_dump(mode="json") for t in rows], indent=2))
             return
         if not watch:
-            console.print(_table(client.tasks(team, state, limit)))
+            print_table(console, TASK_COLUMNS, _rows(client.tasks(team, state, limit)), wide)
             return
         try:
-            with Live(
-                _table(client.tasks(team, state, limit)), console=console, refresh_per_second=1
-            ) as live:
+            if not console.is_terminal:
+                # Piped: a new plain table every 2 s, each under the time it was taken.
+                while True:
+                    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+                    print_table(console, TASK_COLUMNS, _rows(client.tasks(team, state, limit)))
+                    time.sleep(2)
+
+            def table() -> Table:
+                return rich_table(TASK_COLUMNS, _rows(client.tasks(team, state, limit)), console.width, wide)
+
+            with Live(table(), console=console, refresh_per_second=1) as live:
                 while True:
                     time.sleep(2)
-                    live.update(_table(client.tasks(team, state, limit)))
-        except KeyboardInterrupt:
+                    live.update(table())
+        except (KeyboardInterrupt, BrokenPipeError):
             return
 
 

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from gpucommons.cli._client import api
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table
 
 if TYPE_CHECKING:  # pydantic models: only annotations here, so not imported at start-up
     from gpucommons.api import schemas
@@ -49,32 +50,78 @@ def teams(
     if as_json:
         print(json.dumps([t.model_dump(mode="json") for t in rows], indent=2))
         return
-    console.print(_table(rows))
+    print_table(console, TEAM_COLUMNS, _rows(rows))
 
 
-def _table(rows: list[schemas.TeamSummary]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for col in ("TEAM", "POOL", "QUOTA", "USED", "BORROWED", "", "PENDING"):
-        table.add_column(col)
+TEAM_COLUMNS = (
+    Col("TEAM", keep=True),
+    Col("POOL", keep=True),
+    Col("QUOTA", justify="right"),
+    Col("USED", justify="right"),
+    Col("BORROWED", justify="right"),
+    Col("", drop=1),
+    Col("PENDING", wrap=True, wrap_min=10),
+)
+
+
+def _pending(tasks: int, gpus: int) -> str:
+    return f"{tasks} ({gpus} GPUs)" if tasks else ""
+
+
+def _rows(rows: list[schemas.TeamSummary]) -> list[list[str]]:
+    """One row per team and pool; pending tasks on the pool they asked for, and those that named no
+    pool on a row of their own ("any")."""
     scale = max([p.nominal_gpus + p.borrowed_gpus for t in rows for p in t.pools] + [1])
+    out = []
     for team in rows:
         for i, p in enumerate(team.pools):
-            table.add_row(
-                team.name if i == 0 else "",
-                p.pool,
-                str(p.nominal_gpus),
-                str(p.used_gpus),
-                str(p.borrowed_gpus),
-                usage_bar(p.used_gpus, p.nominal_gpus, p.borrowed_gpus, scale),
-                f"{team.pending_tasks} ({team.pending_gpus} GPUs)" if i == 0 else "",
+            out.append(
+                [
+                    team.name if i == 0 else "",
+                    p.pool,
+                    str(p.nominal_gpus),
+                    str(p.used_gpus),
+                    str(p.borrowed_gpus),
+                    usage_bar(p.used_gpus, p.nominal_gpus, p.borrowed_gpus, scale),
+                    _pending(p.pending_tasks, p.pending_gpus),
+                ]
             )
-    return table
+        if team.pending_any_pool_tasks:
+            pending = _pending(team.pending_any_pool_tasks, team.pending_any_pool_gpus)
+            out.append(["" if team.pools else team.name, "any", "", "", "", "", pending])
+    return out
+
+
+QUEUE_COLUMNS = (
+    Col("POS", justify="right"),
+    Col("ID", keep=True),
+    Col("TEAM", keep=True),
+    Col("PRIO", drop=2),
+    Col("GPUS", justify="right"),
+    Col("WAITING", drop=1, justify="right"),
+    Col("WHY", wrap=True),
+)
+
+
+def waited(seconds: float) -> str:
+    """`42s`, `12m`, `3h05m`, `2d04h`: short enough for a column."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 @app.command()
 def queue(
     team: Annotated[str | None, typer.Option("--team", "-t", help="Only this team's tasks.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list of queue entries.")] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
+    ] = False,
 ) -> None:
     """Pending tasks in the order the scheduler considers them, and why each waits."""
     with api() as client:
@@ -82,11 +129,19 @@ def queue(
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in rows], indent=2))
         return
-    table = Table(box=None, pad_edge=False)
-    for col in ("POS", "ID", "TEAM", "PRIO", "GPUS", "WAITING", "WHY"):
-        table.add_column(col, overflow="fold" if col == "WHY" else "ellipsis")
-    for e in rows:
-        table.add_row(
-            str(e.position), e.task_id, e.team, e.priority, str(e.gpus), f"{e.waiting_seconds:.0f}s", e.reason
-        )
-    console.print(table)
+    if not rows and console.is_terminal:
+        console.print("no task is waiting" + (f" in team {team}" if team else ""))
+        return
+    cells = [
+        [
+            str(e.position),
+            e.task_id,
+            e.team,
+            e.priority,
+            str(e.gpus),
+            waited(e.waiting_seconds),
+            escape(e.reason),
+        ]
+        for e in rows
+    ]
+    print_table(console, QUEUE_COLUMNS, cells, wide)

@@ -68,10 +68,14 @@ def up(
         ),
     ] = None,
     host: Annotated[
-        str | None, typer.Option("--host", help="Address to listen on [default: 127.0.0.1].")
+        str | None,
+        typer.Option("--host", help="Address to listen on.", show_default="127.0.0.1, or $COMMONS_HOST"),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", min=1, max=65535, help="Port to listen on [default: 8080].")
+        int | None,
+        typer.Option(
+            "--port", min=1, max=65535, help="Port to listen on.", show_default="8080, or $COMMONS_PORT"
+        ),
     ] = None,
     executor: Annotated[
         str | None, typer.Option("--executor", help="local (real processes) or timer (benchmarks only).")

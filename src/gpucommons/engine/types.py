@@ -37,7 +37,12 @@ class TaskRequest:
 
 @dataclass(frozen=True, slots=True)
 class NodeSlice:
-    """The part of one node that an admission holds: the node's index in its pool and GPU indices."""
+    """The part of one node that an admission holds.
+
+    `node` is the node's index in its pool; `gpu_indices` number GPUs across the whole pool, not
+    within the node: node n's local GPU i is `n × gpus_per_node + i` (so node 1 of an 8-GPU pool
+    holds 8..15). Every consumer uses these pool-wide numbers as they are.
+    """
 
     node: int
     gpu_indices: tuple[int, ...]

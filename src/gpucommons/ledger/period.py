@@ -35,13 +35,20 @@ def _next_month(year: int, month: int) -> tuple[int, int]:
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """`[start, end)` in UTC; `start < end`."""
+    """`[start, end)` in UTC; `start < end`.
+
+    `until` is set on a period cut short at "now" (`to_date`): the end of the period that was asked
+    for, so that an invoice can say "2026-12 to date" rather than pass a part for the whole.
+    """
 
     start: datetime
     end: datetime
+    until: datetime | None = None
 
     def __post_init__(self) -> None:
-        for name in ("start", "end"):
+        for name in ("start", "end", "until"):
+            if getattr(self, name) is None:
+                continue
             value = getattr(self, name)
             if value.tzinfo is None:
                 object.__setattr__(self, name, value.replace(tzinfo=UTC))
@@ -100,9 +107,29 @@ class Period:
         return self.end == _month_start(*_next_month(s.year, s.month))
 
     @property
+    def is_to_date(self) -> bool:
+        """True for a period that has not ended and is charged up to a moment (`to_date`)."""
+        return self.until is not None
+
+    def to_date(self, now: datetime) -> Period:
+        """The period up to `now` (whole seconds) if it has not ended yet, else itself.
+
+        One rule for the CLI and the server: what has not happened is not charged (a month in progress
+        would otherwise bill its future days as idle capacity). Raises for a period not yet begun.
+        """
+        now = (now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)).replace(microsecond=0)
+        if now >= self.end:
+            return self
+        if now <= self.start:
+            raise PeriodError(f"{self.label} has not started yet: there is nothing to charge")
+        return Period(self.start, now, until=self.end)
+
+    @property
     def label(self) -> str:
         """`2026-11` for a calendar month, else `2026-11-01..2026-11-15` (days, both included) or the
-        exact instants."""
+        exact instants; a period cut at now (`to_date`) is the asked period's label + " to date"."""
+        if self.until is not None:
+            return f"{Period(self.start, self.until).label} to date"
         if self.is_calendar_month:
             return f"{self.start.year:04d}-{self.start.month:02d}"
         if _at_midnight(self.start) and _at_midnight(self.end):

@@ -6,6 +6,7 @@ Each check is a small function over the validated parts that returns findings `(
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
@@ -75,19 +76,16 @@ def unknown_references(parts: Parts) -> Iterator[Finding]:
         if team.cohort is not None and team.cohort not in known_cohorts:
             yield (
                 ("teams", index, "cohort"),
-                (f"unknown cohort {team.cohort!r}" + _choices("cohorts", [*cohorts, DEFAULT_COHORT])),
+                _unknown("cohort", team.cohort, "cohorts", [*cohorts, DEFAULT_COHORT]),
             )
         for pool in team.quota:
             if pool not in pools:
-                yield ("teams", index, "quota", pool), f"unknown pool {pool!r}" + _choices("pools", pools)
+                yield ("teams", index, "quota", pool), _unknown("pool", pool, "pools", pools)
     for index, cohort in parts.cohorts:
         if cohort.parent is not None and cohort.parent not in known_cohorts:
             yield (
                 ("cohorts", index, "parent"),
-                (
-                    f"unknown parent cohort {cohort.parent!r}"
-                    + _choices("cohorts", [*cohorts, DEFAULT_COHORT])
-                ),
+                (_unknown("parent cohort", cohort.parent, "cohorts", [*cohorts, DEFAULT_COHORT])),
             )
 
 
@@ -300,6 +298,13 @@ def run_checks(parts: Parts) -> list[Finding]:
 
 def _file_key(component: str) -> str:
     return {"gpus": "gpus", "cpu_milli": "cpus", "memory_mib": "memory_gib"}[component]
+
+
+def _unknown(what: str, name: str, kind: str, names: list[str]) -> str:
+    """`unknown cohort 'reserch'; did you mean 'research'? (defined cohorts: ...)`."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {name!r}{hint}{_choices(kind, names)}"
 
 
 def _choices(kind: str, names: list[str]) -> str:

@@ -91,6 +91,19 @@ def _parse_row(row: dict[str, str | None], line: int) -> SimJob:
     )
 
 
+def _delimiter_hint(header: list[str]) -> str:
+    """A header read as one column that holds `;`, tab or `|`: the file uses another separator."""
+    if len(header) != 1:
+        return ""
+    for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+        if sep in header[0]:
+            return (
+                f"; the header is separated by {name}, but a trace is comma-separated: "
+                f"convert it, e.g. tr '{sep}' ',' < in.csv > out.csv"
+            ).replace("'\t'", "'\\t'")
+    return ""
+
+
 def read_trace(lines: Iterable[str], source: str = "trace") -> list[SimJob]:
     """Parse a trace; raise `TraceError` naming every bad line (line 1 is the header).
 
@@ -103,14 +116,8 @@ def read_trace(lines: Iterable[str], source: str = "trace") -> list[SimJob]:
     reader.fieldnames = header
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise TraceError(
-            source,
-            [
-                TraceProblem(
-                    1, f"missing column(s) {', '.join(missing)}; a trace needs {','.join(REQUIRED_COLUMNS)}"
-                )
-            ],
-        )
+        message = f"missing column(s) {', '.join(missing)}; a trace needs {','.join(REQUIRED_COLUMNS)}"
+        raise TraceError(source, [TraceProblem(1, message + _delimiter_hint(header))])
     jobs: list[SimJob] = []
     problems: list[TraceProblem] = []
     more = 0

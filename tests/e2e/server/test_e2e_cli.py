@@ -39,8 +39,15 @@ def test_without_a_server_commands_fail_cleanly() -> None:
 def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -> None:
     platform: Platform = platform_factory()  # type: ignore[operator]
     env = platform.env()
+    unknown = commons("submit", "--team", "nope", "--gpus", "1", "--", "true", env=env)
+    assert_clean_failure(unknown, "unknown team")
+    assert unknown.stderr.count("unknown team") == 1, unknown.stderr  # said once, not echoed per field
+    assert_clean_failure(commons("tasks", env={**env, "COMMONS_TOKEN": ""}), "COMMONS_TOKEN is empty")
+    no_token = {k: v for k, v in env.items() if k != "COMMONS_TOKEN"}
+    no_token |= {"HOME": str(tmp_path), "COMMONS_HOME": str(tmp_path / "no-server-here")}
+    assert_clean_failure(commons("tasks", env=no_token), "no token", "COMMONS_TOKEN")
     assert_clean_failure(
-        commons("submit", "--team", "nope", "--gpus", "1", "--", "true", env=env), "unknown team"
+        commons("invoice", "--month", "2026-11", "--format", "html", env=env), "add --team", "your teams"
     )
     assert_clean_failure(
         commons("submit", "--team", "a", "--gpus", "1", "--checkpoint", "often", "--", "true", env=env),
@@ -55,6 +62,12 @@ def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     task_id = done.stdout.strip().splitlines()[-1]
     platform.wait(lambda: platform.task(task_id)["state"] == "succeeded", what="the task to succeed")
+    # On the server's machine, as its user, the CLI finds the bootstrap admin token by itself.
+    local = {k: v for k, v in env.items() if k != "COMMONS_TOKEN"} | {"COMMONS_HOME": str(platform.home)}
+    assert commons("tasks", "--json", env=local).returncode == 0
+    piped = commons("tasks", env=env).stdout.splitlines()  # not a terminal: plain, every column
+    assert piped[0].split() == ["ID", "TEAM", "NAME", "STATE", "PRIO", "GPUS", "POOL", "RESTARTS", "MESSAGE"]
+    assert piped[1].split()[:4] == [task_id, "a", "hello", "succeeded"]
     listed = json.loads(commons("tasks", "--json", env=env).stdout)
     assert isinstance(listed, list) and listed[0]["id"] == task_id
     assert {"id", "team", "state", "gpus", "priority", "restart_count", "submitted_at"} <= set(listed[0])
@@ -64,5 +77,25 @@ def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -
     assert teams.returncode == 0 and "a" in teams.stdout
     good = tmp_path / "good.yaml"
     good.write_text(platform.policy.read_text())
+    dry = commons("policy", "apply", str(good), "--dry-run", env=env)
+    assert dry.returncode == 0 and "would replace version 1" in dry.stdout, dry.stdout
     applied = commons("policy", "apply", str(good), env=env)
-    assert applied.returncode == 0 and "applied policy version" in applied.stdout
+    assert applied.returncode == 0 and "applied policy version 2" in applied.stdout, applied.stdout
+
+
+def test_tasks_watch_prints_tables_when_piped(platform_factory: object) -> None:
+    platform: Platform = platform_factory()  # type: ignore[operator]
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "gpucommons", "tasks", "--watch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=platform.env(),
+    )
+    try:
+        assert watch.stdout is not None
+        first, header = watch.stdout.readline(), watch.stdout.readline()
+    finally:
+        watch.terminate()
+        watch.wait(10)
+    assert first.startswith("# ") and header.split()[:2] == ["ID", "TEAM"]

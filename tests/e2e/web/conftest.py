@@ -2,7 +2,7 @@
 
 The browser tests skip, saying why, when chromium or Playwright is missing. Screenshots go to pytest's
 temporary directory, or to `$COMMONS_SCREENSHOT_DIR` when it is set (that is how docs/img/dashboard.png
-is made: `COMMONS_SCREENSHOT_DIR=/tmp/shots pytest tests/e2e/web -k overview_shows`).
+is made: `COMMONS_SCREENSHOT_DIR=shots pytest tests/e2e/web -k overview_shows`).
 """
 
 from __future__ import annotations

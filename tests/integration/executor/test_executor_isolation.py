@@ -118,3 +118,50 @@ def test_a_team_task_cannot_signal_another_teams_task(accounts: TeamAccounts) ->
     finally:
         executor.kill(victim)
     assert finish(executor, victim).signal == signal.SIGKILL
+
+
+def test_a_team_task_gets_a_path_it_can_use_even_when_the_servers_is_private(
+    accounts: TeamAccounts, tmp_path: Path
+) -> None:
+    """The README's first task, as root: the server's PATH starts with a shim directory in a home
+    the team account cannot enter (pytest's tmp_path is 0700, like /root), and `python3` must still
+    be found — in the system directories — instead of failing with "Permission denied"."""
+    private_shims = tmp_path / "shims"
+    private_shims.mkdir()
+    (private_shims / "python3").write_text("#!/bin/sh\necho shim\n")
+    (private_shims / "python3").chmod(0o755)
+    executor = LocalExecutor(accounts.home / "run", base_env={"PATH": f"{private_shims}:/usr/bin:/bin"})
+    place = accounts.prepare_task("alpha", "t-readme")
+    launch = Launch(
+        task_id="t-readme",
+        team="alpha",
+        command=("python3", "-c", "import os, sys; print(os.environ['PATH']); print(sys.executable)"),
+        env={},
+        workdir=place.workdir,
+        log_path=accounts.home / "logs" / "t-readme.log",
+        run_as=place.run_as,
+    )
+    handle = executor.start(launch)
+    assert finish(executor, handle) == ExitStatus(code=0), launch.log_path.read_text()
+    path, python = launch.log_path.read_text().splitlines()[-2:]
+    assert str(private_shims) not in path.split(os.pathsep)
+    assert python.startswith(("/usr/", "/bin/"))
+
+
+def test_a_program_not_on_the_path_says_where_it_was_looked_for(accounts: TeamAccounts) -> None:
+    executor = LocalExecutor(accounts.home / "run", base_env={"PATH": "/usr/bin:/bin"})
+    handle = executor.start(
+        Launch(
+            task_id="t-missing2",
+            team="alpha",
+            command=("no-such-program-commons",),
+            env={},
+            workdir=accounts.prepare_task("alpha", "t-missing2").workdir,
+            log_path=accounts.home / "logs" / "t-missing2.log",
+            run_as=accounts.account("alpha"),
+        )
+    )
+    assert finish(executor, handle).code == 127
+    text = (accounts.home / "logs" / "t-missing2.log").read_text()
+    assert "cannot start 'no-such-program-commons'" in text
+    assert f"as {accounts.account('alpha')}, PATH=/usr/local/sbin:" in text

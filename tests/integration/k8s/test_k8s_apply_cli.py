@@ -1,4 +1,4 @@
-"""`commons k8s apply` end to end: kubeconfig → the official client → HTTP on loopback → the recorded fake.
+"""`commons k8s apply` end to end: kubeconfig → the official client → HTTP on loopback → the fake cluster.
 
 Every failure is one message on stderr and exit status 1, never a traceback.
 """
@@ -9,10 +9,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from tests.unit.k8s_client.k8s_fake_apiserver import FakeApiServer
 from typer.testing import CliRunner
 
 from gpucommons.cli.main import app
+from gpucommons.testing.fake_k8s import FakeCluster
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "commons.yaml"
@@ -27,7 +27,7 @@ def _apply(*args: str) -> tuple[int, str, str]:
 
 
 def test_dry_run_prints_what_would_be_created_and_writes_nothing(tmp_path: Path) -> None:
-    with FakeApiServer() as fake:
+    with FakeCluster() as fake:
         code, out, err = _apply("--kubeconfig", str(fake.kubeconfig(tmp_path)), "--dry-run")
         assert fake.objects == {}
     assert code == 0, err
@@ -36,7 +36,7 @@ def test_dry_run_prints_what_would_be_created_and_writes_nothing(tmp_path: Path)
 
 
 def test_apply_then_apply_again_reports_created_then_unchanged(tmp_path: Path) -> None:
-    with FakeApiServer() as fake:
+    with FakeCluster() as fake:
         kubeconfig = str(fake.kubeconfig(tmp_path, context="prod"))
         first = _apply("--kubeconfig", kubeconfig, "--context", "prod")
         second = _apply("--kubeconfig", kubeconfig, "--context", "prod")
@@ -51,7 +51,7 @@ def test_prune_removes_a_team_that_left_the_policy(tmp_path: Path) -> None:
     smaller = tmp_path / "smaller.yaml"
     text = EXAMPLE.read_text()
     smaller.write_text(text[: text.index("  - name: recsys")] + text[text.index("scheduling:") :])
-    with FakeApiServer() as fake:
+    with FakeCluster() as fake:
         kubeconfig = str(fake.kubeconfig(tmp_path))
         assert _apply("--kubeconfig", kubeconfig)[0] == 0
         result = runner.invoke(
@@ -80,7 +80,7 @@ def test_a_missing_kubeconfig_file_is_named(tmp_path: Path) -> None:
 
 
 def test_an_unknown_context_is_named(tmp_path: Path) -> None:
-    with FakeApiServer() as fake:
+    with FakeCluster() as fake:
         code, _, err = _apply("--kubeconfig", str(fake.kubeconfig(tmp_path)), "--context", "staging")
     assert code == 1 and "'staging'" in err
 
@@ -89,7 +89,7 @@ def test_an_unreachable_cluster_is_a_clear_error(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with FakeApiServer() as fake:
+    with FakeCluster() as fake:
         kubeconfig = fake.kubeconfig(tmp_path)
     kubeconfig.write_text(kubeconfig.read_text().replace(fake.url, f"http://127.0.0.1:{port}"))
     code, _, err = _apply("--kubeconfig", str(kubeconfig))
@@ -99,13 +99,13 @@ def test_an_unreachable_cluster_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_cluster_without_kueue_is_refused(tmp_path: Path) -> None:
-    with FakeApiServer(kueue=False) as fake:
+    with FakeCluster(kueue=False) as fake:
         code, _, err = _apply("--kubeconfig", str(fake.kubeconfig(tmp_path)))
     assert code == 1 and "install Kueue v0.19.2 or later first" in err
 
 
 def test_rbac_forbidden_is_a_clear_error(tmp_path: Path) -> None:
-    with FakeApiServer(forbidden={("patch", "namespaces")}) as fake:
+    with FakeCluster(forbidden={("patch", "namespaces")}) as fake:
         code, _, err = _apply("--kubeconfig", str(fake.kubeconfig(tmp_path)))
         assert fake.writes() == []
     assert code == 1
@@ -113,7 +113,7 @@ def test_rbac_forbidden_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_conflict_suggests_force(tmp_path: Path) -> None:
-    with FakeApiServer() as fake:
+    with FakeCluster() as fake:
         fake.seed(
             "/api/v1/namespaces/team-nlp",
             {

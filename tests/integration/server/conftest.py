@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from gpucommons.backends.ports import Executor
+from gpucommons.backends.ports import Clock, Executor
 from gpucommons.identity.roles import Role
 from gpucommons.server.app import build_context, create_app
 from gpucommons.server.auth.credentials import issue_token
@@ -133,7 +133,12 @@ class Harness:
 def make_harness(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Harness]]:
     made: list[Harness] = []
 
-    def make(policy: str = SMALL_POLICY, executor: Executor | None = None, **settings: object) -> Harness:
+    def make(
+        policy: str = SMALL_POLICY,
+        executor: Executor | None = None,
+        clock: Clock | None = None,
+        **settings: object,
+    ) -> Harness:
         policy_file = tmp_path / f"policy-{len(made)}.yaml"
         policy_file.write_text(policy)
         config = Settings(
@@ -144,7 +149,7 @@ def make_harness(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Ha
             isolation="logical",
             **settings,  # type: ignore[arg-type]
         )
-        harness = Harness(build_context(config, executor=executor))
+        harness = Harness(build_context(config, executor=executor, clock=clock))
         made.append(harness)
         return harness
 

@@ -1,4 +1,9 @@
-"""Invoices and budgets on the live ledger: `/api/v1/invoices`, `/api/v1/budgets`, the budget watcher."""
+"""Invoices and budgets on the live ledger: `/api/v1/invoices`, `/api/v1/budgets`, the budget watcher.
+
+No test here reads today's date: the server's clock is moved to chosen instants (`ShiftedClock`) —
+the middle of a month, its first and its last hour, and 29 February — and the usage is placed just
+before "now", inside the current month, in amounts that fit even 30 minutes into a month.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +13,57 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import select
 from tests.integration.server.conftest import SMALL_POLICY, Harness
 
+from gpucommons.backends.clock import ShiftedClock
 from gpucommons.server.workers.budgets import ALERT_ACTION, BudgetWatcher
 from gpucommons.store.identity_models import AuditEvent
 from gpucommons.store.models import UsageIntervalRow
 
 PREEMPTION = "    preemption: {reclaim: any, within_team: lower_priority}\n"
+#: a: hard 0.50 (80 % = 0.40, i.e. 0.2 GPU-hours at 2.00); b: soft 0.80.
 BUDGET_POLICY = (
     SMALL_POLICY.replace(
-        PREEMPTION + "  - name: b", PREEMPTION + "    budget: {monthly: 10, enforce: hard}\n  - name: b"
+        PREEMPTION + "  - name: b", PREEMPTION + "    budget: {monthly: 0.5, enforce: hard}\n  - name: b"
     ).rstrip("\n")
-    + "\n    budget: {monthly: 100, enforce: soft}\n"
+    + "\n    budget: {monthly: 0.8, enforce: soft}\n"
 )
 
+#: The server's "now" in each run: the date-sensitive rules must hold at any of them.
+INSTANTS = {
+    "mid-month": datetime(2026, 11, 17, 13, 0, tzinfo=UTC),
+    "first-hour": datetime(2026, 12, 1, 0, 30, tzinfo=UTC),
+    "last-hour": datetime(2026, 11, 30, 23, 30, tzinfo=UTC),
+    "leap-day": datetime(2028, 2, 29, 12, 0, tzinfo=UTC),
+}
 
-def month_start() -> float:
-    now = datetime.now(UTC)
-    return datetime(now.year, now.month, 1, tzinfo=UTC).timestamp()
+
+@pytest.fixture(params=list(INSTANTS), ids=list(INSTANTS))
+def instant(request: pytest.FixtureRequest) -> datetime:
+    return INSTANTS[request.param]
 
 
-def add_usage(harness: Harness, team: str, gpus: int, hours: float, start_h: float = 0.0) -> None:
-    """A finished task of `team` that held `gpus` GPUs for `hours`, early this month."""
+@pytest.fixture
+def harness_at(make_harness: Callable[..., Harness], instant: datetime) -> Callable[..., Harness]:
+    """A harness whose server believes it is `instant` (time still passes as usual)."""
+
+    def make(policy: str = SMALL_POLICY) -> Harness:
+        return make_harness(policy, clock=ShiftedClock(instant.timestamp()))
+
+    return make
+
+
+def month_of(harness: Harness) -> str:
+    return datetime.fromtimestamp(harness.ctx.clock.now(), UTC).strftime("%Y-%m")
+
+
+def add_usage(harness: Harness, team: str, gpus: int, minutes: float) -> None:
+    """A finished task of `team` that held `gpus` GPUs for `minutes`, ending a minute ago (so inside
+    the current month whenever the server's clock is at least minutes + 1 into it)."""
     task = harness.submit(team=team, gpus=1, command=["true"])
-    start = month_start() + start_h * 3600
+    end = harness.ctx.clock.now() - 60
     with harness.ctx.db.session() as session:
         session.add(
             UsageIntervalRow(
@@ -40,8 +71,8 @@ def add_usage(harness: Harness, team: str, gpus: int, hours: float, start_h: flo
                 team=team,
                 pool="gpu",
                 gpus=gpus,
-                start=start,
-                end=start + hours * 3600,
+                start=end - minutes * 60,
+                end=end,
                 priority="normal",
                 borrowed_gpus=0,
                 end_reason="succeeded",
@@ -50,38 +81,38 @@ def add_usage(harness: Harness, team: str, gpus: int, hours: float, start_h: flo
         )
 
 
-def this_month() -> str:
-    return datetime.now(UTC).strftime("%Y-%m")
-
-
-def test_invoice_json_is_contract_5_and_adds_up(make_harness: Callable[..., Harness]) -> None:
-    harness = make_harness()
-    add_usage(harness, "a", gpus=2, hours=3)  # 6 GPU-hours at 2.00 = 12.00
-    response = harness.http.get("/api/v1/invoices", params={"month": this_month()}, headers=harness.admin)
+def test_invoice_json_is_contract_5_and_adds_up(harness_at: Callable[..., Harness]) -> None:
+    harness = harness_at()
+    add_usage(harness, "a", gpus=2, minutes=15)  # 0.5 GPU-hours at 2.00 = 1.00
+    response = harness.http.get(
+        "/api/v1/invoices", params={"month": month_of(harness)}, headers=harness.admin
+    )
     assert response.status_code == 200, response.text
     data = response.json()
     assert set(data) == {"period", "currency", "cluster_cost_cents", "platform_cents", "teams"}
-    assert data["teams"]["a"]["direct_cents"] == 1200 and data["teams"]["a"]["gpu_hours"] == 6.0
+    assert data["teams"]["a"]["direct_cents"] == 100 and data["teams"]["a"]["gpu_hours"] == 0.5
     assert (
         data["platform_cents"] + sum(t["total_cents"] for t in data["teams"].values())
         == data["cluster_cost_cents"]
     )
 
 
-def test_a_member_sees_only_the_costs_of_their_team(make_harness: Callable[..., Harness]) -> None:
-    harness = make_harness()
-    add_usage(harness, "a", gpus=2, hours=3)
-    add_usage(harness, "b", gpus=1, hours=1)
+def test_a_member_sees_only_the_costs_of_their_team(harness_at: Callable[..., Harness]) -> None:
+    harness = harness_at()
+    add_usage(harness, "a", gpus=2, minutes=15)
+    add_usage(harness, "b", gpus=1, minutes=10)
     member = harness.member_token("b")
-    data = harness.http.get("/api/v1/invoices", params={"month": this_month()}, headers=member).json()
+    data = harness.http.get("/api/v1/invoices", params={"month": month_of(harness)}, headers=member).json()
     assert set(data["teams"]) == {"b"}
-    denied = harness.http.get("/api/v1/invoices", params={"month": this_month(), "team": "a"}, headers=member)
+    denied = harness.http.get(
+        "/api/v1/invoices", params={"month": month_of(harness), "team": "a"}, headers=member
+    )
     assert denied.status_code == 403 and denied.json()["error"]["code"] == "forbidden"
     rows = list(
         csv.DictReader(
             io.StringIO(
                 harness.http.get(
-                    "/api/v1/invoices", params={"month": this_month(), "format": "focus"}, headers=member
+                    "/api/v1/invoices", params={"month": month_of(harness), "format": "focus"}, headers=member
                 ).text
             )
         )
@@ -89,29 +120,29 @@ def test_a_member_sees_only_the_costs_of_their_team(make_harness: Callable[..., 
     assert rows and {r["SubAccountId"] for r in rows} == {"b"}
 
 
-def test_invoice_html_and_pdf_for_one_team(make_harness: Callable[..., Harness]) -> None:
-    harness = make_harness()
-    add_usage(harness, "a", gpus=2, hours=3)
-    params = {"month": this_month(), "team": "a"}
+def test_invoice_html_and_pdf_for_one_team(harness_at: Callable[..., Harness]) -> None:
+    harness = harness_at()
+    add_usage(harness, "a", gpus=2, minutes=15)
+    params = {"month": month_of(harness), "team": "a"}
     html = harness.http.get("/api/v1/invoices", params=params | {"format": "html"}, headers=harness.admin)
     assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
-    assert "Invoice INV-small-" in html.text and "12.00 USD" in html.text
+    assert "Invoice INV-small-" in html.text and "1.00 USD" in html.text
     pdf = harness.http.get("/api/v1/invoices", params=params | {"format": "pdf"}, headers=harness.admin)
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
     needs_team = harness.http.get(
-        "/api/v1/invoices", params={"month": this_month(), "format": "pdf"}, headers=harness.admin
+        "/api/v1/invoices", params={"month": month_of(harness), "format": "pdf"}, headers=harness.admin
     )
     assert needs_team.status_code == 400 and "team" in needs_team.json()["error"]["message"]
 
 
-def test_bad_invoice_requests_are_4xx_with_an_error_body(make_harness: Callable[..., Harness]) -> None:
-    harness = make_harness()
+def test_bad_invoice_requests_are_4xx_with_an_error_body(harness_at: Callable[..., Harness]) -> None:
+    harness = harness_at()
     for params, status in (
         ({"month": "2026-13"}, 400),
         ({"month": "november"}, 422),
         ({"month": "2999-01"}, 400),
-        ({"month": this_month(), "team": "ghost"}, 404),
-        ({"month": this_month(), "format": "xml"}, 422),
+        ({"month": month_of(harness), "team": "ghost"}, 404),
+        ({"month": month_of(harness), "format": "xml"}, 422),
         ({}, 422),
     ):
         response = harness.http.get("/api/v1/invoices", params=params, headers=harness.admin)
@@ -119,17 +150,17 @@ def test_bad_invoice_requests_are_4xx_with_an_error_body(make_harness: Callable[
         assert set(response.json()["error"]) == {"code", "message", "details"}
 
 
-def test_hard_budget_holds_new_tasks_and_alerts_once(make_harness: Callable[..., Harness]) -> None:
-    harness = make_harness(BUDGET_POLICY)
-    add_usage(harness, "a", gpus=2, hours=3)  # 12.00 of a's hard 10.00
-    add_usage(harness, "b", gpus=1, hours=41)  # 82.00 of b's soft 100.00
+def test_hard_budget_holds_new_tasks_and_alerts_once(harness_at: Callable[..., Harness]) -> None:
+    harness = harness_at(BUDGET_POLICY)
+    add_usage(harness, "a", gpus=2, minutes=15)  # 1.00 of a's hard 0.50
+    add_usage(harness, "b", gpus=1, minutes=20)  # 0.67 of b's soft 0.80
     sent: list[dict[str, object]] = []
     watcher = BudgetWatcher(
         harness.ctx, webhook="http://hooks.example/budget", send=lambda _u, p: sent.append(p)
     )
     alerts = watcher.check()
     assert sorted((a.team, a.threshold) for a in alerts) == [("a", 80), ("a", 100), ("b", 80)]
-    assert harness.ctx.scheduler.state.team_spend("a") == 1200
+    assert harness.ctx.scheduler.state.team_spend("a") == 100
     assert watcher.check() == []  # each threshold once per month (remembered in the audit log)
     with harness.ctx.db.session() as session:
         events = session.scalars(select(AuditEvent).where(AuditEvent.action == ALERT_ACTION)).all()
@@ -143,7 +174,7 @@ def test_hard_budget_holds_new_tasks_and_alerts_once(make_harness: Callable[...,
     harness.ctx.scheduler.rebuild()  # a fresh state from the store knows no spend...
     assert harness.ctx.scheduler.state.team_spend("a") == 0
     watcher.reapply()  # ...until the watcher hands it over again (its thread does within a second)
-    assert harness.ctx.scheduler.state.team_spend("a") == 1200
+    assert harness.ctx.scheduler.state.team_spend("a") == 100
 
     held = harness.submit(team="a", gpus=1, command=["sleep", "30"])
     harness.cycle()
@@ -162,22 +193,22 @@ def test_hard_budget_holds_new_tasks_and_alerts_once(make_harness: Callable[...,
 
 
 def test_the_watcher_thread_checks_and_restores_spend_after_a_rebuild(
-    make_harness: Callable[..., Harness],
+    harness_at: Callable[..., Harness],
 ) -> None:
-    harness = make_harness(BUDGET_POLICY)
-    add_usage(harness, "a", gpus=2, hours=3)
+    harness = harness_at(BUDGET_POLICY)
+    add_usage(harness, "a", gpus=2, minutes=15)
     watcher = BudgetWatcher(harness.ctx, interval_s=60)
     watcher.start()
     try:
         deadline = time.monotonic() + 10
         while not watcher.last and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert watcher.last["a"].spent_cents == 1200
+        assert watcher.last["a"].spent_cents == 100
         harness.ctx.scheduler.rebuild()
         deadline = time.monotonic() + 5
-        while harness.ctx.scheduler.state.team_spend("a") != 1200 and time.monotonic() < deadline:
+        while harness.ctx.scheduler.state.team_spend("a") != 100 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert harness.ctx.scheduler.state.team_spend("a") == 1200
+        assert harness.ctx.scheduler.state.team_spend("a") == 100
     finally:
         watcher.stop()
     assert watcher._thread is None

@@ -21,6 +21,7 @@ from gpucommons.cli.doctor_checks import (
     inventory_checks,
     isolation_check,
     server_check,
+    task_path_check,
 )
 from gpucommons.cli.main import app
 from gpucommons.domain import Policy, Pool, PriorityClass, Quota, Resources, Team
@@ -159,3 +160,26 @@ def test_a_home_team_accounts_cannot_reach_fails_the_doctor(
     assert result.exit_code == 1
     accounts = next(c for c in json.loads(result.output)["checks"] if c["name"] == "team accounts")
     assert accounts["status"] == "fail"
+
+
+def test_task_path_check_fails_when_team_accounts_find_no_python3(tmp_path: Path) -> None:
+    # No system directory lacks sh here, so point the check at an interpreter and a PATH with
+    # nothing in them and look at what the team accounts' PATH would be missing.
+    check = task_path_check(IsolationMode.LOGICAL, str(tmp_path), str(tmp_path / "python3"))
+    assert check.status == "fail"
+    assert "tasks find no sh or python3" in check.detail and str(tmp_path) in check.detail
+
+
+def test_task_path_check_warns_when_the_platforms_interpreter_is_closed_to_team_accounts(
+    tmp_path: Path,
+) -> None:
+    private = tmp_path / "home"
+    (private / "bin").mkdir(parents=True)
+    python = private / "bin" / "python3"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    private.chmod(0o700)
+    check = task_path_check(IsolationMode.ACCOUNTS, f"{private / 'bin'}:/usr/bin:/bin", str(python))
+    assert check.status == "warn", check.detail
+    assert "team accounts get PATH=" in check.detail and str(private) not in check.detail.split(";")[0]
+    assert "cannot enter" in check.detail

@@ -42,8 +42,16 @@ def usage(tmp_path: Path) -> Path:
     return path
 
 
+#: "Now" for the commands, unless a test says otherwise: after every period used here, so that no
+#: test depends on today's date (a period that has not ended is charged only up to now).
+LATER = "2030-01-01T00:00:00Z"
+
+
 def run(*args: str | Path) -> tuple[int, str, str]:
-    result = runner.invoke(app, [str(a) for a in args])
+    argv = [str(a) for a in args]
+    if argv[0] == "chargeback" and "--period" in argv and "--as-of" not in argv:
+        argv += ["--as-of", LATER]
+    result = runner.invoke(app, argv)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.stdout, result.stderr
 
@@ -203,3 +211,38 @@ def test_compare_prints_every_model_and_writes_json_or_html(usage: Path, tmp_pat
         tmp_path / "x.pdf",
     )
     assert code == 1 and ".json or an .html" in stderr
+
+
+def test_a_month_in_progress_is_charged_up_to_now_and_says_so(usage: Path, tmp_path: Path) -> None:
+    out = tmp_path / "C.json"
+    code, _, stderr = run(
+        "chargeback", "--policy", EXAMPLE, "--usage", usage, "--period", "2026-11", "--out", out,
+        "--as-of", "2026-11-03T00:00:00Z",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "2026-11 has not ended: charged up to 2026-11-03 00:00:00 UTC" in stderr
+    data = json.loads(out.read_text())
+    assert data["period"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-11-03T00:00:00Z"}
+    assert data["teams"]["recsys"]["gpu_hours"] == 4 * 48  # its 720 h interval, cut at "now"
+    html = tmp_path / "i.html"
+    code, _, _ = run(
+        "chargeback", "--policy", EXAMPLE, "--usage", usage, "--period", "2026-11", "--out", html,
+        "--format", "html", "--team", "recsys", "--as-of", "2026-11-03T00:00:00Z",
+    )  # fmt: skip
+    assert code == 0 and "period 2026-11 to date" in html.read_text()
+    full = tmp_path / "F.json"
+    code, _, stderr = run(
+        "chargeback", "--policy", EXAMPLE, "--usage", usage, "--period", "2026-11", "--out", full,
+        "--as-of", "2026-11-03T00:00:00Z", "--full-period",
+    )  # fmt: skip
+    assert code == 0 and "has not ended" not in stderr
+    assert json.loads(full.read_text())["period"]["end"] == "2026-12-01T00:00:00Z"
+
+
+def test_a_period_not_begun_is_refused_and_one_without_usage_warns(usage: Path) -> None:
+    args = ("chargeback", "--policy", EXAMPLE, "--usage", usage)
+    code, _, stderr = run(*args, "--period", "2026-12", "--as-of", "2026-11-20T00:00Z")
+    assert code == 1 and "2026-12 has not started yet" in stderr
+    code, stdout, stderr = run(*args, "--period", "2025-01")
+    assert code == 0 and json.loads(stdout)["platform_cents"] > 0
+    assert "warning: no GPU use in 2025-01" in stderr

@@ -10,6 +10,7 @@ import pytest
 
 from gpucommons.chargeback import compute_chargeback
 from gpucommons.ledger import EndReason, Period, PeriodError, cut_to_period, summarize_usage, us_to_hours
+from gpucommons.ledger.interval import format_utc
 from gpucommons.testing.chargeback import chargeback_policy, hours_interval
 
 NOVEMBER = Period.parse("2026-11")
@@ -117,3 +118,26 @@ def test_every_quota_appears_even_without_usage() -> None:
     usage = summarize_usage([], NOVEMBER, POLICY)
     assert set(usage.pools) == {("a", "gpu"), ("b", "gpu")}
     assert usage.pools[("b", "gpu")].unused_quota_us == 4 * 720 * 3_600_000_000
+
+
+@pytest.mark.parametrize(
+    ("now", "end"),
+    [
+        ("2026-12-01T00:30:00.250000+00:00", "2026-12-01T00:30:00Z"),  # a month's first hour
+        ("2026-12-31T23:30:00+00:00", "2026-12-31T23:30:00Z"),  # its last hour
+    ],
+)
+def test_a_month_in_progress_is_cut_at_now(now: str, end: str) -> None:
+    cut = Period.parse("2026-12").to_date(datetime.fromisoformat(now))
+    assert cut.is_to_date and format_utc(cut.end) == end
+    assert cut.label == "2026-12 to date" and not cut.is_calendar_month
+
+
+def test_an_ended_period_is_whole_and_one_not_begun_is_refused() -> None:
+    feb = Period.parse("2028-02")  # a leap year: 29 days
+    assert feb.to_date(datetime(2028, 3, 1, tzinfo=UTC)) == feb and not feb.is_to_date
+    leap_day = feb.to_date(datetime(2028, 2, 29, 12, tzinfo=UTC))
+    assert leap_day.duration_us == (28 * 24 + 12) * 3600 * 10**6
+    assert leap_day.month_fraction() == Fraction(28 * 24 + 12, 29 * 24)
+    with pytest.raises(PeriodError, match="has not started yet"):
+        feb.to_date(datetime(2028, 1, 31, 23, tzinfo=UTC))

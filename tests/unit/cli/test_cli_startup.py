@@ -108,3 +108,15 @@ def test_login_module_imports_authlib_without_its_httpx_deprecation_warning() ->
     )
     assert result.returncode == 0, result.stderr
     assert "deprecated" not in result.stderr, result.stderr
+
+
+def test_authlib_says_nothing_about_httpx_when_the_server_or_login_starts() -> None:
+    """Without the optional httpx2, authlib warns on import that httpx is deprecated; the server's
+    OpenID client and `commons login` import it without that warning (httpx2 hidden here on purpose)."""
+    code = (
+        "import sys, warnings; sys.modules['httpx2'] = None; warnings.simplefilter('error'); "
+        "import gpucommons.server.auth.oidc, gpucommons.cli.oidc_flows"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "deprecated" not in done.stderr

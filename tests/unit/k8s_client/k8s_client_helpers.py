@@ -7,11 +7,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from k8s_fake_apiserver import FakeApiServer
-
 from gpucommons.backends.kubernetes import checked_render
 from gpucommons.backends.kubernetes.connection import KubeApi, connect
 from gpucommons.policy import load_policy
+from gpucommons.testing.fake_k8s import FakeCluster
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "commons.yaml"
@@ -28,6 +27,6 @@ def example_objects(text: str | None = None, tmp: Path | None = None) -> list[di
 
 
 @contextmanager
-def fake_cluster(tmp: Path, **settings: Any) -> Iterator[tuple[FakeApiServer, KubeApi]]:
-    with FakeApiServer(**settings) as fake:
+def fake_cluster(tmp: Path, **settings: Any) -> Iterator[tuple[FakeCluster, KubeApi]]:
+    with FakeCluster(**settings) as fake:
         yield fake, connect(fake.kubeconfig(tmp))

@@ -1,4 +1,4 @@
-"""Server-side apply of the rendered policy against the recorded fake API server."""
+"""Server-side apply of the rendered policy against the fake cluster (gpucommons.testing.fake_k8s)."""
 
 from __future__ import annotations
 
@@ -149,9 +149,9 @@ def test_force_takes_the_conflicting_fields_over(tmp_path: Path) -> None:
         fake.seed("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/nlp", edited, manager="kubectl-edit")
         report = apply_manifests(api, objects, ApplyOptions(force=True))
         stored = fake.objects["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/nlp"]
-        owner = fake.owners["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/nlp"][".spec.queueingStrategy"]
+        owners = fake.field_owners("ClusterQueue", "nlp")[".spec.queueingStrategy"]
         assert all(r.query.get("force") == ["true"] for r in fake.requests if r.method == "PATCH")
-    assert stored["spec"]["queueingStrategy"] == "BestEffortFIFO" and owner == "gpucommons"
+    assert stored["spec"]["queueingStrategy"] == "BestEffortFIFO" and owners == {"gpucommons"}
     assert [r.name for r in report.results if r.action is Action.CONFIGURED] == ["nlp"]
 
 

@@ -23,15 +23,10 @@ from gpucommons.backends.kubernetes.observe import (
 )
 from gpucommons.ledger import EndReason, UsageInterval, write_usage_csv
 from gpucommons.policy import load_policy
+from gpucommons.testing.repo_data import KUEUE_DATA
 
 RECORDING = Path(__file__).parent / "recordings" / "workload_preempted_then_finished.json"
-CRD = (
-    Path(__file__).resolve().parents[4]
-    / "shared"
-    / "reference"
-    / "kueue-crds"
-    / "kueue.x-k8s.io_workloads.yaml"
-)
+CRD = KUEUE_DATA / "crds" / "kueue.x-k8s.io_workloads.yaml"
 
 
 def _at(text: str) -> datetime:

@@ -39,7 +39,8 @@ def test_check_lists_every_error_as_file_line_path_message(tmp_path: Path) -> No
         f"{bad}:4: cluster.pools[0]: the teams' nominal quotas in pool 'h100' add up to 80 GPUs" in lines[0]
     )
     assert f"{bad}:8: teams[0].quota.h100.lend_limit: lend_limit 90 GPUs is above" in lines[1]
-    assert lines[2] == f"{bad}:9: teams[0].quota.h200: unknown pool 'h200' (defined pools: h100)"
+    unknown = "unknown pool 'h200'; did you mean 'h100'? (defined pools: h100)"
+    assert lines[2] == f"{bad}:9: teams[0].quota.h200: {unknown}"
     assert lines[-1] == f"{bad}: policy refused (3 problems)"
     assert "Traceback" not in result.output
 

@@ -79,7 +79,7 @@ CASES = [
         "h200: {gpus: 8}",
         "teams[1].quota.h200",
         22,
-        "unknown pool 'h200'",
+        "unknown pool 'h200'; did you mean 'h100'?",
     ),
     Case(
         "unknown cohort of a team",
@@ -87,7 +87,7 @@ CASES = [
         "    cohort: reserch\n    quota:\n      h100: {gpus: 8}",
         "teams[1].cohort",
         19,
-        "unknown cohort 'reserch'",
+        "unknown cohort 'reserch'; did you mean 'research'?",
     ),
     Case(
         "unknown parent cohort",

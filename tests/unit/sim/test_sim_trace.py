@@ -84,6 +84,13 @@ def test_missing_required_columns_are_named() -> None:
         read_trace(lines("job_id,team,submit_time_s", "a,nlp,0"))
 
 
+@pytest.mark.parametrize(("sep", "name"), [(";", "semicolons"), ("\t", "tabs")])
+def test_a_header_with_another_separator_gets_a_hint(sep: str, name: str) -> None:
+    header = sep.join(("job_id", "team", "submit_time_s", "duration_s", "gpus"))
+    with pytest.raises(TraceError, match=f"separated by {name}, but a trace is comma-separated"):
+        read_trace(lines(header, sep.join(("a", "nlp", "0", "10", "1"))))
+
+
 def test_an_empty_file_is_refused() -> None:
     with pytest.raises(TraceError, match="the file is empty"):
         read_trace([])

@@ -1,7 +1,8 @@
 """The environment a task's process sees: a small, predictable set, never the server's secrets.
 
 The server's own environment may hold database URLs and tokens; a task must not inherit them. A
-task gets the locale and PATH of the machine, the variables the control plane set in its `Launch`
+task gets the locale and PATH of the machine (a team account: a PATH it can use, `task_path`), the
+variables the control plane set in its `Launch`
 (docs/design.md, contract 6: COMMONS_TASK_ID, COMMONS_TEAM, COMMONS_CHECKPOINT_DIR, COMMONS_RESTART_COUNT),
 CUDA_VISIBLE_DEVICES naming exactly the GPUs it was given, and PYTHONUNBUFFERED=1 (which the
 launch may override) so that a Python task's log can be followed live.
@@ -22,13 +23,19 @@ def cuda_visible_devices(gpu_indices: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in gpu_indices)
 
 
-def task_environment(launch: Launch, base: Mapping[str, str], home: str | None = None) -> dict[str, str]:
+def task_environment(
+    launch: Launch, base: Mapping[str, str], home: str | None = None, path: str | None = None
+) -> dict[str, str]:
     """The whole environment of the task's process (pure: `base` is the server's environment).
+
+    `path` replaces the server's PATH (a team account gets one it can use: `task_path.account_path`).
 
     `gpu_indices` is authoritative for CUDA_VISIBLE_DEVICES: whatever `launch.env` says, the task
     sees the GPUs it was assigned and no other.
     """
     env = {k: v for k, v in base.items() if k in PASSTHROUGH or k.startswith("LC_")}
+    if path is not None:
+        env["PATH"] = path
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     # Python tasks write their log lines as they happen (`commons logs -f`), not at exit.
     env.setdefault("PYTHONUNBUFFERED", "1")

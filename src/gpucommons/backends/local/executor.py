@@ -32,6 +32,7 @@ from gpucommons.backends.local.procfs import (
     signal_each,
     start_marker,
 )
+from gpucommons.backends.local.task_path import account_path
 from gpucommons.backends.ports import ExitStatus, Handle, Launch
 
 RUNNER_MODULE = "gpucommons.backends.local.runner"
@@ -75,6 +76,8 @@ class LocalExecutor:
         self.run_dir = run_dir
         self._python = python
         self._base_env = dict(os.environ if base_env is None else base_env)
+        #: What team accounts get instead of the server's PATH (parts of it may be closed to them).
+        self._account_path = account_path(self._base_env.get("PATH", ""), python)
         #: Runners this instance started, by (pid, start marker): polled with waitpid.
         self._children: dict[tuple[int, str], subprocess.Popen[bytes]] = {}
         #: Statuses already reported, so a second poll answers the same even if the file is gone.
@@ -102,7 +105,9 @@ class LocalExecutor:
                 stdin=subprocess.DEVNULL,
                 stdout=log_fd,
                 stderr=subprocess.STDOUT,
-                env=task_environment(launch, self._base_env, home),
+                env=task_environment(
+                    launch, self._base_env, home, self._account_path if launch.run_as else None
+                ),
                 cwd="/",
                 start_new_session=True,
                 close_fds=True,

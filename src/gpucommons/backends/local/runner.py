@@ -83,6 +83,12 @@ def _account_options(user: str | None) -> dict[str, object]:
     }
 
 
+def _searched(user: str | None) -> str:
+    """Where the program was looked for, and as whom, so that a log says why it could not start."""
+    who = user or pwd.getpwuid(os.geteuid()).pw_name
+    return f" (as {who}, PATH={os.environ.get('PATH', '')})"
+
+
 def run_command(command: Sequence[str], workdir: Path, user: str | None) -> ExitStatus:
     """Run the command to its end and return how it ended (127/126 when it could not start)."""
     try:
@@ -91,12 +97,10 @@ def run_command(command: Sequence[str], workdir: Path, user: str | None) -> Exit
     except KeyError:
         print(f"commons: no Unix account named {user!r}", file=sys.stderr, flush=True)
         return ExitStatus(code=NOT_EXECUTABLE)
-    except FileNotFoundError as exc:
-        print(f"commons: cannot start {command[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
-        return ExitStatus(code=NOT_FOUND)
     except OSError as exc:
-        print(f"commons: cannot start {command[0]!r}: {exc.strerror or exc}", file=sys.stderr, flush=True)
-        return ExitStatus(code=NOT_EXECUTABLE)
+        why = exc.strerror or str(exc)
+        print(f"commons: cannot start {command[0]!r}: {why}{_searched(user)}", file=sys.stderr, flush=True)
+        return ExitStatus(code=NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_EXECUTABLE)
     return status_from_returncode(proc.wait())
 
 

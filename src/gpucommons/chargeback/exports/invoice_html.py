@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from jinja2 import Environment, StrictUndefined
 
+from gpucommons.chargeback.explain import PLATFORM_SENTENCE, direct_cost_sentence, idle_share_sentence
 from gpucommons.chargeback.invoice import Invoice, build_invoice
 from gpucommons.chargeback.result import ChargebackResult
 from gpucommons.domain.money import format_cents
@@ -75,10 +76,9 @@ all of its GPU-time counts as borrowed.</p>{% endif %}
 <tr class="total"><td>Total</td><td class="num">{{ money(inv.total_cents) }}</td></tr>
 </tbody>
 </table>
-<p class="note">Direct cost: owned GPU-hours at the pool's price, borrowed GPU-hours (above the team's
-quota) at {{ inv.borrowed_rate }}× the price. Idle share: the pool's unused capacity, split by the
-'{{ inv.idle_policy }}' policy. Amounts are rounded to the cent by largest remainder, so every team's
-invoice and the platform's share add up exactly to the cluster's cost.</p>
+<p class="note">{{ direct_note }}</p>
+<p class="note">{{ idle_note }}</p>
+<p class="note">{{ platform_note }} Amounts are rounded to the cent by largest remainder.</p>
 </body>
 </html>
 """
@@ -99,6 +99,9 @@ def render_invoice(invoice: Invoice) -> str:
         hours=_hours,
         money=lambda cents: format_cents(cents, invoice.currency),
         amount=lambda cents: f"{Decimal(cents).scaleb(-2):,.2f}",
+        direct_note=direct_cost_sentence(invoice.borrowed_rate),
+        idle_note=idle_share_sentence(invoice.idle_policy),
+        platform_note=PLATFORM_SENTENCE,
     )
 
 

@@ -12,6 +12,7 @@ from decimal import Decimal
 from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
+from gpucommons.chargeback.explain import PLATFORM_SENTENCE, direct_cost_sentence, idle_share_sentence
 from gpucommons.chargeback.invoice import Invoice, build_invoice
 from gpucommons.chargeback.result import ChargebackResult
 from gpucommons.domain.money import format_cents
@@ -125,14 +126,13 @@ def render_invoice_bytes(invoice: Invoice) -> bytes:
     )
     pdf.amount_line("Total", money(invoice.total_cents), bold=True)
     pdf.ln(4)
-    pdf.text_line(
-        f"Direct cost: owned GPU-hours at the pool's price, borrowed GPU-hours (above the team's quota) at "
-        f"{invoice.borrowed_rate}x the price. Idle share: the pool's unused capacity, split by the "
-        f"'{invoice.idle_policy}' policy. Amounts are rounded to the cent by largest remainder, so the "
-        "teams' invoices and the platform's share add up exactly to the cluster's cost.",
-        size=8,
-        height=4.5,
+    notes = (
+        direct_cost_sentence(invoice.borrowed_rate),
+        idle_share_sentence(invoice.idle_policy),
+        PLATFORM_SENTENCE + " Amounts are rounded to the cent by largest remainder.",
     )
+    for note in notes:
+        pdf.text_line(note.replace("×", "x").replace("—", "-"), size=8, height=4.5)
     return bytes(pdf.output())
 
 

@@ -12,13 +12,13 @@ import time
 from typing import Any
 
 import httpx
-from authlib.integrations.httpx_client import OAuth2Client
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gpucommons._authlib import OAuth2Client
 from gpucommons.api.errors import Unauthenticated, Unavailable
 
 METADATA_TTL_S = 3600.0

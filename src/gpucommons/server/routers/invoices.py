@@ -78,7 +78,11 @@ def invoices(
         shown = visible
     if fmt in ("html", "pdf"):
         if team is None and len(visible) != 1:
-            raise BadRequest(f"format={fmt} is one team's invoice: add team=...", {"format": fmt})
+            raise BadRequest(
+                f"format={fmt} is one team's invoice: name the team (team=... in the API, --team in "
+                f"the CLI); you may see {', '.join(sorted(visible)) or 'no team'}",
+                {"format": fmt, "teams": sorted(visible)},
+            )
         team = team or next(iter(visible))
     now = ctx.clock.now()
     result = costs.chargeback(ctx.db, policy, costs.month_to_date(month, now), now)

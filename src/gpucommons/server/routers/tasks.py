@@ -76,13 +76,15 @@ def list_tasks(
 ) -> list[schemas.Task]:
     with ctx.db.session() as session:
         rows = service.list_tasks(session, ctx.policies.policy, who, team, state or (), limit)
-        return [convert.task(r) for r in rows]
+        borrowed = ctx.scheduler.usage.borrowed_by_task
+        return [convert.task(r, borrowed) for r in rows]
 
 
 @router.get("/{task_id}", response_model=schemas.Task)
 def get_task(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
     with ctx.db.session() as session:
-        return convert.task(service.get_visible(session, ctx.policies.policy, task_id, who))
+        row = service.get_visible(session, ctx.policies.policy, task_id, who)
+        return convert.task(row, ctx.scheduler.usage.borrowed_by_task)
 
 
 @router.post("/{task_id}/cancel", response_model=schemas.Task)

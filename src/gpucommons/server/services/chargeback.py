@@ -29,10 +29,10 @@ def month_to_date(month: str, now: float) -> Period:
         period = Period.parse(month)
     except ValueError as exc:
         raise BadRequest(str(exc), {"month": month}) from None
-    moment = datetime.fromtimestamp(now, tz=UTC).replace(microsecond=0)
-    if moment <= period.start:
-        raise BadRequest(f"{month} has not started yet: no usage to charge", {"month": month})
-    return period if moment >= period.end else Period(period.start, moment)
+    try:
+        return period.to_date(datetime.fromtimestamp(now, tz=UTC))
+    except ValueError as exc:
+        raise BadRequest(str(exc), {"month": month}) from None
 
 
 def intervals(db: Database, policy: Policy, period: Period, now: float) -> list[UsageInterval]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from gpucommons.api import schemas
@@ -24,7 +25,16 @@ def checkpoint_text(row: TaskRow) -> str | None:
     return None
 
 
-def task(row: TaskRow) -> schemas.Task:
+#: States in which a task holds GPUs, so that what it borrows is a fact of now, not of its admission.
+_HOLDING = frozenset({"admitted", "running", "preempting"})
+
+
+def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas.Task:
+    """`borrowed_now` (the scheduler's `UsageView.borrowed_by_task`) gives a live task's current
+    borrowing; without it, or for a task that holds nothing, the row's value at admission stands."""
+    borrowed = row.borrowed_gpus
+    if borrowed_now is not None and row.state in _HOLDING:
+        borrowed = borrowed_now.get(row.id, 0)
     return schemas.Task(
         id=row.id,
         seq=row.seq,
@@ -40,7 +50,7 @@ def task(row: TaskRow) -> schemas.Task:
         pool=row.pool_request,
         assigned_pool=row.assigned_pool,
         gpu_indices=list(row.gpu_indices or []),
-        borrowed_gpus=row.borrowed_gpus,
+        borrowed_gpus=borrowed,
         checkpoint=checkpoint_text(row),
         submitted_at=utc(row.submitted_at),
         queued_at=utc(row.queued_at),

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import Conflict, PolicyInvalid
+from gpucommons.chargeback import explain
 from gpucommons.domain.model import Policy
 from gpucommons.domain.task import TaskState
 from gpucommons.policy import PolicyError, load_policy, parse_policy
@@ -70,7 +71,10 @@ def _live_teams(session: Session) -> dict[str, int]:
 def apply(
     session: Session, text: str, who: str, now: float, dry_run: bool = False
 ) -> tuple[Policy, PolicyRow]:
-    """Validate `text` and make it current. A team that still has tasks may not disappear."""
+    """Validate `text` and make it current. A team that still has tasks may not disappear.
+
+    A dry run stores nothing; its row carries the id of the version in force (which it would replace).
+    """
     policy = parse(text)
     orphans = {t: n for t, n in _live_teams(session).items() if not policy.has_team(t)}
     if orphans:
@@ -81,7 +85,11 @@ def apply(
             {"teams": sorted(orphans)},
         )
     row = PolicyRow(applied_at=now, applied_by=who, cluster_name=policy.cluster_name, text=text)
-    if not dry_run:
+    if dry_run:
+        # Nothing is stored, so the answer names the version that stays in force.
+        in_force = current(session)
+        row.id = in_force.id if in_force is not None else 0
+    else:
         session.add(row)
         session.flush()
     return policy, row
@@ -96,4 +104,19 @@ def info(row: PolicyRow, policy: Policy, with_text: bool = False) -> schemas.Pol
         teams=list(policy.team_names),
         pools=[p.name for p in policy.pools],
         text=row.text if with_text else "",
+        chargeback=_chargeback_rules(policy),
+    )
+
+
+def _chargeback_rules(policy: Policy) -> schemas.ChargebackRules:
+    cfg = policy.chargeback
+    return schemas.ChargebackRules(
+        currency=cfg.currency,
+        idle=cfg.idle.value,
+        admin_split=cfg.admin_split.value,
+        borrowed_rate=str(cfg.borrowed_rate),
+        direct_cost=explain.direct_cost_sentence(cfg.borrowed_rate),
+        idle_share=explain.idle_share_sentence(cfg.idle),
+        kept_by_platform=explain.PLATFORM_SENTENCE,
+        budget=explain.BUDGET_SENTENCE,
     )

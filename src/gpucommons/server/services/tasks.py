@@ -180,7 +180,8 @@ def is_task_token(row: TaskRow, token: str | None) -> bool:
 
 
 def report_checkpoint(session: Session, row: TaskRow, body: schemas.CheckpointReport, now: float) -> None:
-    if row.state not in (TaskState.RUNNING.value, TaskState.PREEMPTING.value):
+    # Admitted counts: the process may report before the server has recorded that it started.
+    if row.state not in (TaskState.ADMITTED.value, TaskState.RUNNING.value, TaskState.PREEMPTING.value):
         raise Conflict(
             f"task {row.id} is {row.state}: only a running task can report a checkpoint", {"state": row.state}
         )

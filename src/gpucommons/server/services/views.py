@@ -33,8 +33,11 @@ def teams(scheduler: Scheduler, visible: Collection[str]) -> list[schemas.TeamSu
                     lend_limit_gpus=_limit(quota.lend_limit.gpus),
                     used_gpus=used.gpus,
                     borrowed_gpus=max(0, used.gpus - quota.nominal.gpus),
+                    pending_tasks=view.pending_by_pool.get((team.name, quota.pool), (0, 0))[0],
+                    pending_gpus=view.pending_by_pool.get((team.name, quota.pool), (0, 0))[1],
                 )
             )
+        anywhere = view.pending_by_pool.get((team.name, ""), (0, 0))
         out.append(
             schemas.TeamSummary(
                 name=team.name,
@@ -46,6 +49,8 @@ def teams(scheduler: Scheduler, visible: Collection[str]) -> list[schemas.TeamSu
                 pending_tasks=view.pending_tasks.get(team.name, 0),
                 pending_gpus=view.pending_gpus.get(team.name, 0),
                 running_tasks=view.running_tasks.get(team.name, 0),
+                pending_any_pool_tasks=anywhere[0],
+                pending_any_pool_gpus=anywhere[1],
             )
         )
     return out

@@ -47,9 +47,9 @@ def admission_of(row: TaskRow) -> Admission:
     )
 
 
-def pool_gpu_indices(admission: Admission, gpus_per_node: int) -> list[int]:
-    """GPU indices within the pool: node n's GPU i is n × gpus_per_node + i."""
-    return sorted(s.node * gpus_per_node + i for s in admission.placement for i in s.gpu_indices)
+def pool_gpu_indices(admission: Admission) -> list[int]:
+    """The admission's GPUs, numbered across the pool as `NodeSlice` numbers them."""
+    return sorted(i for s in admission.placement for i in s.gpu_indices)
 
 
 def handle_of(row: TaskRow) -> Handle | None:

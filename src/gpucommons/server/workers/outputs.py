@@ -3,7 +3,7 @@ the API reads without taking the scheduler's lock."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpucommons.domain.resources import Resources
 from gpucommons.engine.state import ClusterState
@@ -29,20 +29,54 @@ class UsageView:
     pending_gpus: dict[str, int]
     running_tasks: dict[str, int]
     free_gpus: dict[str, int]
+    #: Pending tasks and GPUs by (team, pool asked for); pool "" = any of the team's pools.
+    pending_by_pool: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    #: GPUs each live task borrows *now* (see `borrowed_now`); absent = none.
+    borrowed_by_task: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: ClusterState) -> UsageView:
         policy = state.policy
         pending_gpus: dict[str, int] = {t: 0 for t in policy.team_names}
+        by_pool: dict[tuple[str, str], tuple[int, int]] = {}
         for task in state.iter_pending():
             pending_gpus[task.team] = pending_gpus.get(task.team, 0) + task.resources.gpus
+            key = (task.team, task.pools[0] if len(task.pools) == 1 else "")
+            n, g = by_pool.get(key, (0, 0))
+            by_pool[key] = (n + 1, g + task.resources.gpus)
         return cls(
             usage={(t.name, q.pool): state.usage(t.name, q.pool) for t in policy.teams for q in t.quotas},
             pending_tasks={t: state.pending_count(t) for t in policy.team_names},
             pending_gpus=pending_gpus,
             running_tasks={t: state.running_count(t) for t in policy.team_names},
             free_gpus={p.name: state.free_gpus(p.name) for p in policy.pools},
+            pending_by_pool=by_pool,
+            borrowed_by_task=borrowed_now(state),
         )
+
+
+def borrowed_now(state: ClusterState) -> dict[str, int]:
+    """Which live tasks hold a team's GPUs above its nominal quota right now.
+
+    Borrowing belongs to the team (use above nominal, as the ledger integrates it), not to the task
+    that happened to be admitted while the team was above its quota: when the team's other tasks end,
+    nothing is borrowed any more. The team's current excess in a pool is attributed to its most
+    recently admitted tasks there, the ones a reclaim would take first.
+    """
+    out: dict[str, int] = {}
+    for team in state.policy.teams:
+        for quota in team.quotas:
+            excess = state.usage(team.name, quota.pool).gpus - quota.nominal.gpus
+            if excess <= 0:
+                continue
+            held = [r for r in state.iter_running(team.name) if r.admission.pool == quota.pool]
+            for run in sorted(held, key=lambda r: (r.admitted_at, r.task.seq), reverse=True):
+                take = min(excess, run.task.resources.gpus)
+                out[run.task.id] = take
+                excess -= take
+                if excess <= 0:
+                    break
+    return out
 
 
 class SchedulerHooks:
@@ -51,8 +85,16 @@ class SchedulerHooks:
     def cycle_done(self, seconds: float, decisions: Decisions) -> None:
         pass
 
-    def admitted(self, team: str, pool: str, borrowed_gpus: int) -> None:
-        pass
+    def admitted(
+        self,
+        team: str,
+        pool: str,
+        borrowed_gpus: int,
+        *,
+        waited_s: float | None = None,
+        priority_class: str = "",
+    ) -> None:
+        """A task was admitted after waiting `waited_s` seconds since it (re)entered its queue."""
 
-    def preempted(self, team: str, reason: str) -> None:
-        pass
+    def preempted(self, team: str, reason: str, *, preempting_team: str = "") -> None:
+        """A task of `team` was chosen as a victim for a task of `preempting_team`."""

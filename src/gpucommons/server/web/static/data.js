@@ -192,12 +192,20 @@ async function optional(promise) {
  */
 export async function loadUsage(api, month) {
   const window_ = monthWindow(month);
-  const [intervals, chargeback, budgets] = await Promise.all([
+  const [intervals, chargeback, budgets, policy] = await Promise.all([
     api.get("/usage", { from: window_.start, to: window_.end }).then(items),
     optional(api.get("/invoices", { month })),
     optional(api.get("/budgets")),
+    optional(api.get("/policy")),
   ]);
-  return { hours: gpuHoursByTeam(intervals, api.now()), chargeback, budgets: budgets && items(budgets) };
+  const hours = gpuHoursByTeam(intervals, api.now());
+  // Borrowed GPU-hours have one definition on the page: the chargeback's (the team's use above its
+  // quota, integrated over time), not the sum of what each task borrowed when it was admitted.
+  for (const row of hours) {
+    const charged = chargeback?.teams?.[row.team];
+    if (charged) row.borrowedHours = Number(charged.borrowed_gpu_hours);
+  }
+  return { hours, chargeback, budgets: budgets && items(budgets), rules: policy?.chargeback || null };
 }
 
 /** One team's invoice for the month, as the API renders it (`html` or `pdf`). */

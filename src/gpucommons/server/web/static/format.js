@@ -34,10 +34,11 @@ export function formatMoney(cents, currency = "USD") {
 }
 
 /** GPU-hours: one decimal, two below 10 (so a few minutes on one GPU is not shown as nothing). */
+// GPU-hours everywhere with two decimals, as invoices and `commons chargeback` print them: one
+// rounding rule, so the same figure never reads 9.99 on one table and 10.0 on another.
 export function formatHours(hours) {
   if (hours === null || hours === undefined || !Number.isFinite(Number(hours))) return "–";
-  const digits = Math.abs(Number(hours)) < 10 ? 2 : 1;
-  return Number(hours).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  return Number(hours).toLocaleString("en-US", { maximumFractionDigits: 2, minimumFractionDigits: 2 });
 }
 
 export function plural(n, word, many = `${word}s`) {

@@ -48,7 +48,7 @@ export function render(options, ctx) {
     field("Name", h("input", { name: "name", id: "f-name", maxlength: 200, autocomplete: "off", placeholder: "optional" })),
     field(
       "Command",
-      h("textarea", { name: "command", id: "f-command", rows: 3, required: true, spellcheck: "false", placeholder: "python train.py --epochs 10" }),
+      h("textarea", { name: "command", id: "f-command", rows: 3, required: true, spellcheck: "false", placeholder: "python3 train.py --epochs 10" }),
       "Split into words like a shell would; for pipes or variables use sh -c '…'.",
     ),
     h(

@@ -5,6 +5,8 @@ import { ApiError } from "../api.js";
 import { cancelTask, LOG_TAIL_LINES, loadTask } from "../data.js";
 import { age, h, table } from "../dom.js";
 import { formatTime, isActiveState, joinCommand, plural } from "../format.js";
+import { loadTimeline } from "../history_data.js";
+import { estimateCallout, timelineSection } from "./task_timeline.js";
 import { reasonText, stateBadge } from "./tasks.js";
 
 export const title = "Task";
@@ -14,7 +16,19 @@ export const title = "Task";
 const ui = { confirming: null, logPinned: true, logScrollTop: 0 };
 
 export async function load(ctx) {
-  return loadTask(ctx.api, ctx.args.id);
+  const [data, timeline] = await Promise.all([loadTask(ctx.api, ctx.args.id), loadTimeline(ctx.api, ctx.args.id).catch(() => null)]);
+  return { ...data, timeline: steady(timeline) };
+}
+
+/** Figures that move with the clock, to the minute: the page is redrawn when something happened, not every poll. */
+function steady(timeline) {
+  if (!timeline) return null;
+  const minute = (x) => Math.round(x / 60) * 60;
+  const toMinute = (iso) => (iso ? new Date(Math.round(Date.parse(iso) / 60000) * 60000).toISOString() : iso);
+  const attempts = timeline.attempts.map((a) => (a.ended_at ? a : { ...a, ran_seconds: minute(a.ran_seconds), waited_seconds: a.admitted_at ? a.waited_seconds : minute(a.waited_seconds) }));
+  const e = timeline.estimate;
+  const estimate = e && { ...e, likely: toMinute(e.likely), earliest: toMinute(e.earliest), latest: toMinute(e.latest) };
+  return { ...timeline, attempts, estimate };
 }
 
 export function header() {
@@ -29,6 +43,7 @@ export function render(data, ctx) {
   return [
     h("h1", {}, task.name || task.id, " ", stateBadge(task.state)),
     pending ? waitingCallout(task, data.queue, now) : null,
+    pending ? estimateCallout(data.timeline?.estimate, now) : null,
     task.message && !pending ? h("p", { class: "callout" }, task.message) : null,
     actions(task, ctx),
     h(
@@ -37,6 +52,7 @@ export function render(data, ctx) {
       h("h2", { id: "facts-heading", class: "visually-hidden" }, "Details"),
       facts(task, now),
     ),
+    timelineSection(data.timeline),
     h(
       "section",
       { "aria-labelledby": "events-heading" },
@@ -146,13 +162,23 @@ function facts(task, now) {
     ["Submitted", timeAndAge(task.submitted_at, now, task.submitted_by ? ` by ${task.submitted_by}` : "")],
     ["Started", task.started_at ? timeAndAge(task.started_at, now) : "–"],
     ["Finished", task.finished_at ? formatTime(task.finished_at) : "–"],
-    ["Exit code", task.exit_code ?? "–"],
+    exitRow(task),
     ["Restarts", `${task.restart_count || 0} (${plural(task.preemptions || 0, "preemption")})`],
     ["Last checkpoint", task.last_checkpoint_at ? timeAndAge(task.last_checkpoint_at, now) : "–"],
     ["Work lost to preemption", task.lost_gpu_seconds ? `${(task.lost_gpu_seconds / 3600).toFixed(2)} GPU-hours` : "none"],
     ["Command", h("code", { class: "command" }, joinCommand(task.command))],
   ];
   return h("dl", { class: "facts" }, rows.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
+}
+
+const FINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+// A task that runs again still carries the exit code of the attempt that was preempted: say whose
+// it is rather than show "Exit code 143" beside "running".
+function exitRow(task) {
+  if (task.exit_code === null || task.exit_code === undefined) return ["Exit code", "–"];
+  if (FINAL.has(task.state)) return ["Exit code", String(task.exit_code)];
+  return ["Previous attempt", `ended with exit code ${task.exit_code} (attempt ${task.restart_count} is ${task.state})`];
 }
 
 function gpusText(task) {

@@ -52,7 +52,7 @@ export function render(data, ctx) {
       { "aria-labelledby": "costs-heading" },
       h("h2", { id: "costs-heading" }, "Costs"),
       data.chargeback
-        ? costs(data.chargeback, data.month, ctx)
+        ? costs(data.chargeback, data.month, ctx, data.rules)
         : h(
             "p",
             { class: "empty" },
@@ -69,6 +69,7 @@ export function render(data, ctx) {
           { "aria-labelledby": "budgets-heading" },
           h("h2", { id: "budgets-heading" }, "Budgets this month"),
           budgetsTable(data.budgets, data.chargeback?.currency || "USD"),
+          data.rules ? h("p", { class: "note", id: "budget-note" }, data.rules.budget) : null,
         )
       : null,
   ];
@@ -79,10 +80,10 @@ function budgetsTable(budgets, currency) {
   return table({
     cls: "budgets stack",
     caption: "Direct cost so far against each team's monthly budget",
-    columns: [["Team"], ["Spent vs budget", "bar-cell"], ["Spent", "num"], ["Budget", "num"], ["Status"]],
+    columns: [["Team"], ["Direct cost vs budget", "bar-cell"], ["Direct cost so far", "num"], ["Budget", "num"], ["Status"]],
     rows: rows.map((b) => {
       const over = Math.max(0, b.spent_cents - b.budget_cents);
-      const label = `${b.team}: ${formatMoney(b.spent_cents, currency)} spent of a ${formatMoney(b.budget_cents, currency)} budget`;
+      const label = `${b.team}: ${formatMoney(b.spent_cents, currency)} direct cost so far of a ${formatMoney(b.budget_cents, currency)} budget`;
       return h(
         "tr",
         { dataset: { team: b.team } },
@@ -138,7 +139,7 @@ function hoursTable(rows) {
   });
 }
 
-function costs(r, month, ctx) {
+function costs(r, month, ctx, rules) {
   const currency = r.currency || "USD";
   const teams = Object.entries(r.teams || {}).sort(([a], [b]) => a.localeCompare(b));
   const status = h("p", { class: "action-status", role: "status", "aria-live": "polite" });
@@ -190,6 +191,15 @@ function costs(r, month, ctx) {
           ),
         })
       : h("p", { class: "empty" }, "No costs for this month."),
+    rules
+      ? h(
+          "div",
+          { class: "notes", id: "cost-notes" },
+          h("p", { class: "note" }, rules.direct_cost),
+          h("p", { class: "note" }, rules.idle_share),
+          h("p", { class: "note" }, rules.kept_by_platform),
+        )
+      : null,
     status,
   ];
 }
