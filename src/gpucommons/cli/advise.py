@@ -505,15 +505,9 @@ def _search(
             pool.shutdown(cancel_futures=True)
 
 
-def _hours(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
 def _print_replay_advice(advice: ReplayAdvice, elapsed: float) -> None:
+    from gpucommons.planning.whatif import short_duration
+
     s = advice.settings
     fit, val = advice.fit, advice.validation
     day = 86400.0
@@ -544,20 +538,22 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float) -> None:
             t.team,
             *([t.pool] if many_pools else []),
             _change(str(t.today), str(t.proposed)),
-            _change(_hours(t.fit_p95[0]), _hours(t.fit_p95[1])),
-            _change(_hours(t.validation_p95[0]), _hours(t.validation_p95[1])),
-            _change(_hours(t.violation[0]), _hours(t.violation[1])),
+            _change(short_duration(t.fit_p95[0]), short_duration(t.fit_p95[1])),
+            _change(short_duration(t.validation_p95[0]), short_duration(t.validation_p95[1])),
+            _change(short_duration(t.violation[0]), short_duration(t.violation[1])),
         )
     result = advice.result
     table.add_row(
         "[bold]mean / total[/]",
         *([""] if many_pools else []),
         "",
-        _change(_hours(advice.today.fit.mean_p95_s), _hours(result.fit.mean_p95_s)),
-        _change(_hours(advice.today.validation.mean_p95_s), _hours(result.validation.mean_p95_s)),
+        _change(short_duration(advice.today.fit.mean_p95_s), short_duration(result.fit.mean_p95_s)),
         _change(
-            _hours(advice.today.fit.violation_s + advice.today.validation.violation_s),
-            _hours(result.fit.violation_s + result.validation.violation_s),
+            short_duration(advice.today.validation.mean_p95_s), short_duration(result.validation.mean_p95_s)
+        ),
+        _change(
+            short_duration(advice.today.fit.violation_s + advice.today.validation.violation_s),
+            short_duration(result.fit.violation_s + result.validation.violation_s),
         ),
     )
     console.print(table)
@@ -577,9 +573,9 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float) -> None:
         chosen = advice.chosen is not None and j.vector == advice.chosen.vector
         baselines.add_row(
             ("[bold]→ [/]" if chosen else "") + j.label,
-            _hours(j.fit.mean_p95_s),
-            _hours(j.validation.mean_p95_s),
-            _hours(j.validation.violation_s),
+            short_duration(j.fit.mean_p95_s),
+            short_duration(j.validation.mean_p95_s),
+            short_duration(j.validation.violation_s),
             "yes" if j.fit_verdict.feasible and j.validation_verdict.feasible else "no",
         )
     console.print(baselines)

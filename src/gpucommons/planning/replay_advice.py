@@ -25,6 +25,7 @@ from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, s
 from gpucommons.planning.quota_search import Evaluate, SearchProgress, SearchSettings, SearchTrace, search
 from gpucommons.planning.quota_space import MaxChange, QuotaSpace, QuotaVector, apply_vector, build_space
 from gpucommons.planning.replay_score import HOUR, ReplayScore, ValidationSplit, Window, split_history
+from gpucommons.planning.whatif import short_duration
 from gpucommons.sim import SimJob
 
 #: How many points of the search path, and how many seeds, go on to validation.
@@ -103,20 +104,12 @@ class ReplayAdvice:
         return self.chosen if self.chosen is not None else self.today
 
 
-def _hours(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < HOUR:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / HOUR:.1f} h"
-
-
 def _reason(change: TeamChange, need_gpus: float, *, chosen: bool) -> str:
     fit_b, fit_a = change.fit_p95
     val_b, val_a = change.validation_p95
     waits = (
-        f"p95 wait {_hours(fit_b)} → {_hours(fit_a)} on the fit days, "
-        f"{_hours(val_b)} → {_hours(val_a)} on the validation days"
+        f"p95 wait {short_duration(fit_b)} → {short_duration(fit_a)} on the fit days, "
+        f"{short_duration(val_b)} → {short_duration(val_a)} on the validation days"
     )
     if not chosen or change.today == change.proposed:
         return f"{change.team}: {change.proposed} GPUs, unchanged ({waits})."
@@ -191,8 +184,9 @@ def _choose(
             key=lambda f: (f.validation_verdict.key(objective), space.moved_gpus(today.vector, f.vector)),
         )
         return best, (
-            f"{best.label}: mean p95 wait {_hours(base)} → {_hours(best.validation.mean_p95_s)} on the "
-            f"validation days it never saw, no team worse beyond the allowed margin"
+            f"{best.label}: mean p95 wait {short_duration(base)} → "
+            f"{short_duration(best.validation.mean_p95_s)} on the validation days it never saw, "
+            "no team worse beyond the allowed margin"
         )
     if not eligible:
         return None, "keep today's quotas: the search found no other quotas to try"
@@ -203,7 +197,7 @@ def _choose(
             team, (before, after) = sorted(worst.items())[0]
             return None, (
                 f"keep today's quotas: the best candidate ({closest.label}) would make {team} wait "
-                f"longer ({_hours(before)} → {_hours(after)} at p95)"
+                f"longer ({short_duration(before)} → {short_duration(after)} at p95)"
             )
         return None, (
             f"keep today's quotas: the best candidate ({closest.label}) breaks the rules on the "
@@ -211,7 +205,7 @@ def _choose(
         )
     return None, (
         f"keep today's quotas: nothing beat them on the validation days (best: {closest.label}, mean "
-        f"p95 wait {_hours(closest.validation.mean_p95_s)} vs today's {_hours(base)})"
+        f"p95 wait {short_duration(closest.validation.mean_p95_s)} vs today's {short_duration(base)})"
     )
 
 
