@@ -285,7 +285,8 @@ def advise_by_replay(
         for q in t.quotas
         if all((e.team, e.pool) != (t.name, q.pool) for e in space.entries)
     )
-    progress(trace.replays, planned, "done")
+    if on_progress is not None:
+        on_progress(len(asked), len(asked), "done")  # the bar ends full
     return ReplayAdvice(
         settings=settings,
         fit=fit,
