@@ -47,6 +47,17 @@ def demand_pools(policy: Policy, jobs: Sequence[SimJob]) -> dict[str, set[str]]:
     return pools
 
 
+def largest_jobs(policy: Policy, jobs: Sequence[SimJob]) -> dict[tuple[str, str], int]:
+    """The largest request (GPUs) of each (team, pool) in the history."""
+    out: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        pool = job_pool(policy, job)
+        if pool is not None:
+            key = (job.team, pool)
+            out[key] = max(out.get(key, 0), job.resources.gpus)
+    return out
+
+
 def demand_gpu_s(policy: Policy, window: Window, *, decayed: bool) -> dict[tuple[str, str], float]:
     """GPU-seconds each (team, pool) asked for in the window, each job weighted by its decay if asked."""
     out: dict[tuple[str, str], float] = {}

@@ -229,8 +229,16 @@ def build_space(
     *,
     whole_nodes: bool = False,
     max_change: MaxChange = MaxChange(),
+    largest_job: Mapping[tuple[str, str], int] | None = None,
 ) -> QuotaSpace:
-    """The search space of `policy`: who is sized, what each pool hands out, the bounds per team."""
+    """The search space of `policy`: who is sized, what each pool hands out, the bounds per team.
+
+    `largest_job[(team, pool)]` (GPUs) is a floor: a team's quota is never cut below the largest job
+    it ran (nor below today's quota when that is smaller). A guarantee smaller than the team's own
+    jobs cannot hold one of them whole, so those jobs would only ever run on borrowed GPUs: the demand
+    rule did that to Philly's e13805 (32 → 5 GPUs for 8-GPU jobs), and replays of past weeks cannot
+    see the cost when the team happened to be quiet.
+    """
     sized = set(sized_entries(policy, demand_pools))
     entries: list[Entry] = []
     pools: list[PoolSpace] = []
@@ -249,8 +257,9 @@ def build_space(
             for team in policy.teams
             if (team.name, pool.name) in sized
         ]
+        floors = [min(today, (largest_job or {}).get((name, pool.name), 0)) for name, today in members]
         slots = []
-        for name, lower, upper in _bounds(members, available, unit, max_change):
+        for name, lower, upper in _bounds(members, floors, available, unit, max_change):
             today = dict(members)[name]
             slots.append(len(entries))
             entries.append(Entry(name, pool.name, today, lower, upper))
@@ -261,7 +270,7 @@ def build_space(
 
 
 def _bounds(
-    members: list[tuple[str, int]], available: int, unit: int, max_change: MaxChange
+    members: list[tuple[str, int]], floors: list[int], available: int, unit: int, max_change: MaxChange
 ) -> list[tuple[str, int, int]]:
     """Per team [lower, upper] in GPUs, multiples of `unit`, such that Σ = `available` can be met.
 
@@ -273,13 +282,14 @@ def _bounds(
     spare = available - sum(today for _, today in members)
     lowers: list[int] = []
     uppers: list[int] = []
-    for _, today in members:
+    for (_, today), floor in zip(members, floors, strict=True):
         cap = max_change.allowed(today)
         if cap is None:
             lower, upper = 0, available
         else:
             lower = max(today - cap - max(-spare, 0), 0)
             upper = min(today + cap + max(spare, 0), available)
+        lower = max(lower, floor)
         lowers.append(lower // unit * unit)
         uppers.append(min(-(-upper // unit) * unit, available))
     while uppers and sum(uppers) < available:

@@ -21,7 +21,7 @@ from gpucommons.domain import Policy
 from gpucommons.domain.model import Isolation
 from gpucommons.planning.block_bootstrap import BootstrapResult, week_block_bootstrap
 from gpucommons.planning.objectives import Objective, Rules, Verdict, judge
-from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, seeds
+from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, largest_jobs, seeds
 from gpucommons.planning.quota_search import Evaluate, SearchProgress, SearchSettings, SearchTrace, search
 from gpucommons.planning.quota_space import MaxChange, QuotaSpace, QuotaVector, apply_vector, build_space
 from gpucommons.planning.replay_score import HOUR, ReplayScore, ValidationSplit, Window, split_history
@@ -219,7 +219,10 @@ def advise_by_replay(
     """Search, validate, choose. `evaluate_for(space, windows)` gives the (cached, parallel) replayer."""
     fit, validation = split_history(jobs, settings.validate, settings.half_life_s)
     pools = demand_pools(policy, jobs)
-    space = build_space(policy, pools, whole_nodes=settings.whole_nodes, max_change=settings.max_change)
+    largest = largest_jobs(policy, jobs)
+    space = build_space(
+        policy, pools, whole_nodes=settings.whole_nodes, max_change=settings.max_change, largest_job=largest
+    )
     free = build_space(policy, pools, whole_nodes=settings.whole_nodes)
     windows = {"fit": fit, "validation": validation}
     inner = evaluate_for(space, windows)
