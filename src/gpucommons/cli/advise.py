@@ -18,7 +18,6 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,8 @@ from gpucommons.domain import Policy
 from gpucommons.policy import PolicyError
 
 if TYPE_CHECKING:  # the advisor (numpy, the policy loader) is imported when `advise` runs
+    from concurrent.futures import ProcessPoolExecutor
+
     from gpucommons.planning.advisor import Advice
     from gpucommons.planning.quota_search import Request
     from gpucommons.planning.replay_advice import AdviceSettings, ReplayAdvice
@@ -441,6 +442,8 @@ def _replay_in_worker(request: Request) -> ReplayScore:
 def _search(
     policy: Policy, jobs: list[SimJob], settings: AdviceSettings, workers: int, quiet: bool
 ) -> ReplayAdvice:
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: not at CLI start-up
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpucommons.planning.quota_search import Evaluate
