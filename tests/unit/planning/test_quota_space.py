@@ -82,3 +82,10 @@ def test_a_vector_becomes_a_policy_the_checks_accept_with_lend_limits_at_most_no
     assert nlp is not None and nlp.nominal.gpus == 4 and nlp.lend_limit.gpus == 4  # was 6 > 4
     again = parse_policy(dump_policy(proposed))
     assert [t.nominal("gpu").gpus for t in again.teams] == [4, 20, 8]
+
+
+def test_no_team_is_cut_below_its_largest_job_unless_it_already_has_less() -> None:
+    space = build_space(_policy(), DEMAND, largest_job={("nlp", "gpu"): 12, ("cv", "gpu"): 8})
+    lower = {e.team: e.lower for e in space.entries}
+    assert lower == {"nlp": 8, "cv": 8, "ops": 0}  # nlp has 8 today: its floor is today's quota
+    assert all(v >= 8 for v in space.project([0.0, 0.0, 1.0])[:2])
