@@ -22,6 +22,7 @@ from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import TimerExecutor, make_executor
 from gpucommons.server.metrics import Metrics
+from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
@@ -105,6 +106,8 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.state.policy = lambda: ctx.policies.policy
     install_error_handlers(app)
     install_auth(app)
+    # Added last, so it runs first: before the audit, any credential check and any body read.
+    app.add_middleware(RequestGuard, max_body_bytes=ctx.settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(tasks.router)
     app.include_router(cluster.router)

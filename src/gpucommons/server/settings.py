@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpucommons.backends.local.accounts import IsolationMode, default_home, isolation_mode
+from gpucommons.server.request_guard import DEFAULT_MAX_BODY_BYTES
 
 
 class Settings(BaseSettings):
@@ -34,6 +35,8 @@ class Settings(BaseSettings):
     isolation: Literal["auto", "accounts", "logical"] = "auto"
     #: Off in tests that drive cycles by hand.
     run_scheduler: bool = True
+    #: Largest request body accepted, in bytes; a larger one is refused with 413 before it is read.
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 30)
 
     def isolation_mode(self) -> IsolationMode:
         if self.isolation == "auto":
