@@ -40,6 +40,9 @@ class TokenCreate(_Request):
     team: Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=TEXT_PATTERN)] | None = None
     #: Lifetime in seconds; absent = never expires (revoke it with `commons token revoke`).
     expires_in_s: int | None = Field(None, ge=60, le=10 * 365 * 86400)
+    #: A service token that belongs to the service rather than to the person minting it: it is not
+    #: revoked when that person is deprovisioned or stops being a platform admin.
+    service_owned: bool = False
 
 
 class TokenInfo(_Response):
@@ -54,6 +57,10 @@ class TokenInfo(_Response):
     team: str | None = None
     created_at: datetime
     created_by: str | None = None
+    #: The directory user whose authority the token rests on; their deprovisioning revokes it.
+    created_by_user_id: str | None = None
+    #: True: owned by the service, it outlives the person who minted it.
+    service_owned: bool = False
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
