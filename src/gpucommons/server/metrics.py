@@ -61,7 +61,32 @@ class _StateCollector(Collector):
         yield from (used, borrowed, idle, free, queue)
 
 
+#: Wait buckets (seconds): from a second to a day, as a queue is felt (Kueue's are exponential too).
+WAIT_BUCKETS = (
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    14400.0,
+    43200.0,
+    86400.0,
+)
+#: API latency buckets (seconds).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
 class Metrics(SchedulerHooks):
+    """The app's registry. Names follow Kueue's (`kueue_admitted_workloads_total` →
+    `commons_admitted_tasks_total`, a ClusterQueue → a team, a flavor → a pool); the older
+    `commons_admissions_total` / `commons_preemptions_total` stay for dashboards that use them."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.admissions = Counter(
@@ -69,6 +94,20 @@ class Metrics(SchedulerHooks):
         )
         self.preemptions = Counter(
             "commons_preemptions", "Preemptions issued", ["team", "reason"], registry=self.registry
+        )
+        self.admitted_tasks = Counter(
+            "commons_admitted_tasks",
+            "Tasks admitted, per team, pool and whether it borrowed (kueue_admitted_workloads_total)",
+            ["team", "pool", "borrowing"],
+            registry=self.registry,
+        )
+        self.admission_wait = Histogram(
+            "commons_admission_wait_time_seconds",
+            "Time from entering the queue (submit, or requeue after a preemption) to admission "
+            "(kueue_admission_wait_time_seconds)",
+            ["team", "priority_class"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
         )
         self.cycle_seconds = Histogram(
             "commons_scheduling_cycle_seconds",
@@ -79,6 +118,13 @@ class Metrics(SchedulerHooks):
         self.http_requests = Counter(
             "commons_http_requests", "API requests", ["method", "status"], registry=self.registry
         )
+        self.api_latency = Histogram(
+            "commons_api_request_duration_seconds",
+            "Time to answer an API request, per method, route template and status code",
+            ["method", "route", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
 
     def watch_state(self, snapshot: Callable[[], GaugeSnapshot]) -> None:
         self.registry.register(_StateCollector(snapshot))
@@ -86,11 +132,27 @@ class Metrics(SchedulerHooks):
     def cycle_done(self, seconds: float, decisions: Decisions) -> None:
         self.cycle_seconds.observe(seconds)
 
-    def admitted(self, team: str, pool: str, borrowed_gpus: int) -> None:
-        self.admissions.labels(team, pool, "yes" if borrowed_gpus else "no").inc()
+    def admitted(
+        self,
+        team: str,
+        pool: str,
+        borrowed_gpus: int,
+        *,
+        waited_s: float | None = None,
+        priority_class: str = "",
+    ) -> None:
+        borrowing = "yes" if borrowed_gpus else "no"
+        self.admissions.labels(team, pool, borrowing).inc()
+        self.admitted_tasks.labels(team, pool, borrowing).inc()
+        if waited_s is not None:
+            self.admission_wait.labels(team, priority_class).observe(max(0.0, waited_s))
 
-    def preempted(self, team: str, reason: str) -> None:
+    def preempted(self, team: str, reason: str, *, preempting_team: str = "") -> None:
         self.preemptions.labels(team, reason).inc()
+
+    def request_done(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.http_requests.labels(method, str(status)).inc()
+        self.api_latency.labels(method, route, str(status)).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -18,7 +18,11 @@ from gpucommons.store.db import Database
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 #: Modules whose tables live on `Base.metadata`; identity's may not exist in every checkout yet.
-MODEL_MODULES = ("gpucommons.store.models", "gpucommons.store.identity_models")
+MODEL_MODULES = (
+    "gpucommons.store.models",
+    "gpucommons.store.identity_models",
+    "gpucommons.store.history_models",
+)
 
 
 def target_metadata() -> MetaData:

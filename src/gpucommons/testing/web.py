@@ -37,6 +37,7 @@ __all__ = [
     "chromium_path",
     "free_port",
     "running_server",
+    "stop_process",
     "wait_for",
 ]
 
@@ -171,7 +172,7 @@ def running_server(
         yield server
         _cancel_everything(server)
     finally:
-        _stop(process)
+        stop_process(process)
         log.close()
 
 
@@ -185,7 +186,8 @@ def _cancel_everything(server: Server) -> None:
             wait_for("every task to stop", lambda: not client.tasks(states=ACTIVE_STATES[1:]), timeout=30)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """TERM the process group a test started, KILL it if it lingers."""
     if process.poll() is not None:
         return
     os.killpg(process.pid, signal.SIGTERM)

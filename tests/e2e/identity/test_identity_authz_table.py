@@ -338,6 +338,56 @@ ROWS: list[Row] = [
         team_scoped=False,
         denied_status=(403,),
     ),
+    # history: GPU use like usage, waits and a team's page like team summaries, a timeline like its task
+    Row(
+        "GET",
+        "/api/v1/history/gpus",
+        sees(SEES_USAGE),
+        get("/api/v1/history/gpus", team="{team}"),
+        lists=SEES_USAGE,
+    ),
+    Row(
+        "GET",
+        "/api/v1/history/waits",
+        sees(SEES_TEAMS),
+        get("/api/v1/history/waits", team="{team}"),
+        lists=SEES_TEAMS,
+    ),
+    Row("GET", "/api/v1/teams/{team}", sees(SEES_TEAMS), get("/api/v1/teams/{team}")),
+    Row("GET", "/api/v1/tasks/{task_id}/timeline", task_member_of, get("/api/v1/tasks/{task}/timeline")),
+    # planning: every team's waits in a replay, so those who read every team's usage; runs by admins
+    Row(
+        "GET",
+        "/api/v1/planning/runs",
+        lambda r, _t: r in ("admin", "finance"),
+        get("/api/v1/planning/runs"),
+        team_scoped=False,
+        denied_status=(403,),
+    ),
+    Row(
+        "GET",
+        "/api/v1/planning/runs/{run_id}",
+        lambda r, _t: r in ("admin", "finance"),
+        get("/api/v1/planning/runs/none"),
+        team_scoped=False,
+        denied_status=(403,),
+    ),
+    Row(
+        "POST",
+        "/api/v1/planning/runs",
+        admin_only,
+        send("POST", "/api/v1/planning/runs", lambda _t: {"kind": "replay", "policy": POLICY}),
+        team_scoped=False,
+        denied_status=(403,),
+    ),
+    Row(
+        "POST",
+        "/api/v1/policy/diff",
+        admin_only,
+        send("POST", "/api/v1/policy/diff", lambda _t: {"text": POLICY}),
+        team_scoped=False,
+        denied_status=(403,),
+    ),
 ]
 
 #: Routes anyone may call, and why that is safe.

@@ -111,3 +111,26 @@ def usage_intervals(
             )
         )
     return out
+
+
+def held_spans(
+    session: Session, teams: Collection[str], start: float, end: float, now: float
+) -> list[tuple[str, str, int, int, int]]:
+    """(team, pool, gpus, start µs, end µs) of the intervals overlapping `[start, end)`, open ones
+    ending at `now`: what the history charts integrate. Columns only, no row objects: a month of a
+    busy cluster is read in a fraction of `usage_intervals`' time (bench/history.py)."""
+    query = select(
+        UsageIntervalRow.team,
+        UsageIntervalRow.pool,
+        UsageIntervalRow.gpus,
+        UsageIntervalRow.start,
+        UsageIntervalRow.end,
+    ).where(
+        UsageIntervalRow.team.in_(sorted(teams)),
+        UsageIntervalRow.start < end,
+        or_(UsageIntervalRow.end.is_(None), UsageIntervalRow.end > start),
+    )
+    return [
+        (team, pool, gpus, round(s * 1_000_000), round((e if e is not None else max(now, s)) * 1_000_000))
+        for team, pool, gpus, s, e in session.execute(query)
+    ]

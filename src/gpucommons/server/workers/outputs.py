@@ -85,8 +85,16 @@ class SchedulerHooks:
     def cycle_done(self, seconds: float, decisions: Decisions) -> None:
         pass
 
-    def admitted(self, team: str, pool: str, borrowed_gpus: int) -> None:
-        pass
+    def admitted(
+        self,
+        team: str,
+        pool: str,
+        borrowed_gpus: int,
+        *,
+        waited_s: float | None = None,
+        priority_class: str = "",
+    ) -> None:
+        """A task was admitted after waiting `waited_s` seconds since it (re)entered its queue."""
 
-    def preempted(self, team: str, reason: str) -> None:
-        pass
+    def preempted(self, team: str, reason: str, *, preempting_team: str = "") -> None:
+        """A task of `team` was chosen as a victim for a task of `preempting_team`."""

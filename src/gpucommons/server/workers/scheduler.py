@@ -40,6 +40,7 @@ from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at, unsaved_gpu_seconds
 from gpucommons.server.services.ledger import close_interval, open_interval, open_intervals
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
+from gpucommons.server.services.preemptions import record_preemption
 from gpucommons.server.services.tasks import LIVE_STATES, hash_task_token
 from gpucommons.server.workers.attempts import (
     admission_of,
@@ -468,6 +469,9 @@ class Scheduler:
             row.preempted_by = preempt.preemptor_id
             row.preemptions += 1
             message = preempt.message or f"preempted for {preempt.preemptor_id} ({preempt.reason.value})"
+            preemptor = self.state.pending(preempt.preemptor_id)
+            preemptor_team = preemptor.team if preemptor is not None else ""
+            record_preemption(session, row, preempt, preemptor_team, now)
             if row.state != TaskState.PREEMPTING.value:
                 switch_task_state(session, row, TaskState.PREEMPTING, now, message)
             if row.stop_requested_at is None and handle is not None:
@@ -475,7 +479,7 @@ class Scheduler:
             elif row.stop_reason is None:
                 row.stop_reason = "preempted"
         self.state.mark_preempting(preempt.victim_id, preempt.preemptor_id)
-        self.hooks.preempted(rt.task.team, preempt.reason.value)
+        self.hooks.preempted(rt.task.team, preempt.reason.value, preempting_team=preemptor_team)
         return 1
 
     def _reserve_all(
@@ -574,7 +578,13 @@ class Scheduler:
             for i in gpu_indices
         )
         open_interval(session, row, now)
-        self.hooks.admitted(request.team, admit.admission.pool, borrowed.gpus)
+        self.hooks.admitted(
+            request.team,
+            admit.admission.pool,
+            borrowed.gpus,
+            waited_s=now - request.queued_at,
+            priority_class=request.priority_class,
+        )
         try:
             return self.launcher.launch(row, token)
         except (ValueError, OSError, AccountError) as exc:

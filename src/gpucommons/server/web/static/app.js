@@ -5,10 +5,13 @@ import { Api, ApiError, session } from "./api.js";
 import { loadContext } from "./data.js";
 import { h, replace, tickAges } from "./dom.js";
 import { formatDuration } from "./format.js";
+import * as admin from "./views/admin.js";
 import * as overview from "./views/overview.js";
+import * as planning from "./views/planning.js";
 import * as signin from "./views/signin.js";
 import * as submit from "./views/submit.js";
 import * as task from "./views/task.js";
+import * as team from "./views/team.js";
 import * as tasks from "./views/tasks.js";
 import * as usage from "./views/usage.js";
 
@@ -22,6 +25,9 @@ const ROUTES = [
   [/^\/tasks\/([^/?]+)$/, task, ["id"]],
   [/^\/submit\/?$/, submit],
   [/^\/usage\/?$/, usage],
+  [/^\/teams\/([^/?]+)$/, team, ["name"]],
+  [/^\/planning\/?$/, planning],
+  [/^\/admin\/?$/, admin],
   [/^\/signin\/?$/, signin],
 ];
 
@@ -184,6 +190,8 @@ function renderNav(route) {
     ["#/tasks", "Tasks", tasks],
     ["#/submit", "Submit", submit],
     ["#/usage", "Usage & costs", usage],
+    ["#/planning", "Planning", planning],
+    ["#/admin", "Admin", admin],
   ];
   // Finance and people in no team see no task and submit none: no need to offer them those pages.
   const inTeams = !state.who || state.who.platform_admin || (state.who.teams || []).length > 0;
@@ -195,6 +203,9 @@ function renderNav(route) {
           {},
           links
             .filter(([, , view]) => inTeams || (view !== submit && view !== tasks))
+            // The planning and admin pages are offered to whom the API lets read them.
+            .filter(([, , view]) => view !== planning || Boolean(state.who?.platform_admin || state.who?.finance))
+            .filter(([, , view]) => view !== admin || Boolean(state.who?.platform_admin))
             .map(([href, text, view]) =>
               h(
                 "li",

@@ -5,11 +5,13 @@ import { legend, poolBar, quotaBar } from "../bars.js";
 import { loadOverview } from "../data.js";
 import { h, table } from "../dom.js";
 import { plural } from "../format.js";
+import { historySection, loadHistory, windowParam } from "./history.js";
 
 export const title = "Overview";
 
 export async function load(ctx) {
-  return loadOverview(ctx.api);
+  const [overview, history] = await Promise.all([loadOverview(ctx.api), loadHistory(ctx.api, windowParam(ctx))]);
+  return { ...overview, history };
 }
 
 export function render(data) {
@@ -37,6 +39,7 @@ export function render(data) {
       ]),
       teams.length ? teamsTable(teams, pools) : h("p", { class: "empty" }, "No teams visible to you."),
     ),
+    historySection(data.history),
   ];
 }
 
@@ -83,7 +86,7 @@ function teamsTable(teams, pools) {
         h(
           "tr",
           { dataset: { team: team.name, pool: tp ? tp.pool : "" } },
-          first ? h("th", { scope: "row", rowspan: span }, team.name) : null,
+          first ? h("th", { scope: "row", rowspan: span }, h("a", { href: `#/teams/${encodeURIComponent(team.name)}`, id: `team-link-${team.name}` }, team.name)) : null,
           h("td", {}, tp ? tp.pool : "–"),
           h(
             "td",

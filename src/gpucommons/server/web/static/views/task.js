@@ -5,6 +5,8 @@ import { ApiError } from "../api.js";
 import { cancelTask, LOG_TAIL_LINES, loadTask } from "../data.js";
 import { age, h, table } from "../dom.js";
 import { formatTime, isActiveState, joinCommand, plural } from "../format.js";
+import { loadTimeline } from "../history_data.js";
+import { estimateCallout, timelineSection } from "./task_timeline.js";
 import { reasonText, stateBadge } from "./tasks.js";
 
 export const title = "Task";
@@ -14,7 +16,19 @@ export const title = "Task";
 const ui = { confirming: null, logPinned: true, logScrollTop: 0 };
 
 export async function load(ctx) {
-  return loadTask(ctx.api, ctx.args.id);
+  const [data, timeline] = await Promise.all([loadTask(ctx.api, ctx.args.id), loadTimeline(ctx.api, ctx.args.id).catch(() => null)]);
+  return { ...data, timeline: steady(timeline) };
+}
+
+/** Figures that move with the clock, to the minute: the page is redrawn when something happened, not every poll. */
+function steady(timeline) {
+  if (!timeline) return null;
+  const minute = (x) => Math.round(x / 60) * 60;
+  const toMinute = (iso) => (iso ? new Date(Math.round(Date.parse(iso) / 60000) * 60000).toISOString() : iso);
+  const attempts = timeline.attempts.map((a) => (a.ended_at ? a : { ...a, ran_seconds: minute(a.ran_seconds), waited_seconds: a.admitted_at ? a.waited_seconds : minute(a.waited_seconds) }));
+  const e = timeline.estimate;
+  const estimate = e && { ...e, likely: toMinute(e.likely), earliest: toMinute(e.earliest), latest: toMinute(e.latest) };
+  return { ...timeline, attempts, estimate };
 }
 
 export function header() {
@@ -29,6 +43,7 @@ export function render(data, ctx) {
   return [
     h("h1", {}, task.name || task.id, " ", stateBadge(task.state)),
     pending ? waitingCallout(task, data.queue, now) : null,
+    pending ? estimateCallout(data.timeline?.estimate, now) : null,
     task.message && !pending ? h("p", { class: "callout" }, task.message) : null,
     actions(task, ctx),
     h(
@@ -37,6 +52,7 @@ export function render(data, ctx) {
       h("h2", { id: "facts-heading", class: "visually-hidden" }, "Details"),
       facts(task, now),
     ),
+    timelineSection(data.timeline),
     h(
       "section",
       { "aria-labelledby": "events-heading" },
