@@ -14,7 +14,6 @@ REST answers carry the API's error JSON; SCIM answers are SCIM Error resources.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -22,8 +21,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpucommons.api.errors import ErrorCode
+from gpucommons.server.asgi_errors import send_error
 
-SCIM_PREFIX = "/scim/v2"
 #: The default of `Settings.max_body_bytes`.
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
@@ -56,35 +55,6 @@ def _nul_parameter(scope: Scope) -> str | None:
     return None
 
 
-def _body(scope: Scope, status: int, code: ErrorCode, message: str, details: dict[str, Any]) -> bytes:
-    if scope.get("path", "").startswith(SCIM_PREFIX):
-        scim_type = "invalidValue" if status < 413 else None
-        error: dict[str, Any] = {
-            "schemas": ["urn:ietf:params:scim:api:messages:2.0:Error"],
-            "status": str(status),
-            "detail": message,
-        }
-        if scim_type:
-            error["scimType"] = scim_type
-        return json.dumps(error).encode()
-    return json.dumps({"error": {"code": str(code), "message": message, "details": details}}).encode()
-
-
-async def _answer(
-    scope: Scope, send: Send, status: int, code: ErrorCode, message: str, details: dict[str, Any]
-) -> None:
-    scim = scope.get("path", "").startswith(SCIM_PREFIX)
-    if scim and status == 422:
-        status = 400  # SCIM says 400 invalidValue for a bad parameter
-    body = _body(scope, status, code, message, details)
-    media = b"application/scim+json" if scim else b"application/json"
-    headers = [(b"content-type", media), (b"content-length", str(len(body)).encode())]
-    if status == 413:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 class RequestGuard:
     """Refuses oversized bodies and NUL in parameters before the app sees the request."""
 
@@ -100,13 +70,16 @@ class RequestGuard:
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
             details: dict[str, Any] = {"limit_bytes": limit, "content_length": declared}
-            await _answer(scope, send, 413, ErrorCode.PAYLOAD_TOO_LARGE, too_large_message(limit), details)
+            message = too_large_message(limit)
+            await send_error(
+                scope, send, 413, ErrorCode.PAYLOAD_TOO_LARGE, message, details, {"Connection": "close"}
+            )
             return
         where = _nul_parameter(scope)
         if where is not None:
             message = f"invalid request: {where}: contains a NUL character (\\x00), which cannot be stored"
             details = {"errors": [{"loc": where.split("."), "field": where, "message": "contains NUL"}]}
-            await _answer(scope, send, 422, ErrorCode.VALIDATION, message, details)
+            await send_error(scope, send, 422, ErrorCode.VALIDATION, message, details)
             return
         received = 0
 

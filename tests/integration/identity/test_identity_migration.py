@@ -1,8 +1,8 @@
 """Identity migrations, upgrade → check → downgrade on SQLite and PostgreSQL.
 
 0002_identity creates the identity tables (exactly the models' once every later revision is applied);
-0003_token_creators adds who minted each token and whether it is service-owned, links existing tokens
-to the directory user named by `created_by`, and goes away cleanly."""
+0004_token_creators (after 0003_history) adds who minted each token and whether it is service-owned,
+links existing tokens to the directory user named by `created_by`, and goes away cleanly."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _round_trip(db: Database) -> None:
 
 
 def _token_creators_round_trip(db: Database) -> None:
-    upgrade(db, "0002_identity")
+    upgrade(db, "0003_history")
     with db.engine.begin() as conn:
         conn.execute(
             text(
@@ -73,7 +73,7 @@ def _token_creators_round_trip(db: Database) -> None:
                 ),
                 {"id": token_id, "kind": kind, "by": created_by},
             )
-    upgrade(db, "0003_token_creators")
+    upgrade(db, "0004_token_creators")
     assert _identity_diffs(db) == []
     command.check(alembic_config(db))
     with db.engine.connect() as conn:
@@ -81,7 +81,7 @@ def _token_creators_round_trip(db: Database) -> None:
             conn.execute(text("SELECT id, created_by_user_id FROM api_tokens WHERE NOT service_owned")).all()
         )
     assert rows == {"a" * 16: "u1", "b" * 16: None, "c" * 16: None, "d" * 16: None}
-    downgrade(db, "0002_identity")
+    downgrade(db, "0003_history")
     columns = {c["name"] for c in inspect(db.engine).get_columns("api_tokens")}
     assert not {"created_by_user_id", "service_owned"} & columns
     upgrade(db)

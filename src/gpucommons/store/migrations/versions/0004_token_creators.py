@@ -5,8 +5,8 @@ deprovisioning reaches the tokens they minted; `service_owned` marks the tokens 
 explicitly gave to the service instead. Existing API tokens whose `created_by` is a directory
 userName are linked to that user (tokens made by `commons up`, demo users and sign-ins are not).
 
-Revision ID: 0003_token_creators
-Revises: 0002_identity
+Revision ID: 0004_token_creators
+Revises: 0003_history
 Create Date: 2026-12-01 16:00:00
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0003_token_creators"
-down_revision: str | None = "0002_identity"
+revision: str = "0004_token_creators"
+down_revision: str | None = "0003_history"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
