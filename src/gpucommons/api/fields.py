@@ -56,7 +56,12 @@ def _iso_only(value: Any) -> Any:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59-23:59 is past the last instant Python holds in UTC
+        raise ValueError("the time is out of range once converted to UTC") from None
 
 
 #: A point in time read from ISO-8601 text; without an offset it is UTC.

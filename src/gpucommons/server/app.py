@@ -24,6 +24,7 @@ from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import TimerExecutor, make_executor
 from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
+from gpucommons.server.openapi import install_openapi
 from gpucommons.server.private_dirs import make_private_dirs
 from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.include_router(invoices.router)
     app.include_router(web.router)
     install_observability(app)
+    install_openapi(app)
     # Added last, so it runs first: before the audit, any credential check and any body read.
     app.add_middleware(RequestGuard, max_body_bytes=ctx.settings.max_body_bytes)
     return app

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -75,11 +76,27 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods served at the path template the request's path matched first. Starlette's 405
+    names only the first route's, but a template often has several (GET and POST /api/v1/tasks)."""
+    path = request.scope.get("path", "")
+    routes = [r for r in iter_route_contexts(request.app.routes) if getattr(r, "path_regex", None)]
+    template = next((r.path for r in routes if r.path_regex.match(path)), None)
+    allowed: set[str] = set()
+    for route in routes:
+        if route.path == template and route.methods:
+            allowed |= route.methods
+    return sorted(allowed)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _STATUS_CODES.get(exc.status_code, ErrorCode.BAD_REQUEST)
     detail = exc.detail if isinstance(exc.detail, str) else "request refused"
-    return JSONResponse(error_body(code, detail), status_code=exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request)) or headers.get("Allow", "")
+    return JSONResponse(error_body(code, detail), status_code=exc.status_code, headers=headers)
 
 
 #: SQLite's words for a database that cannot serve now, and what to tell the caller.
