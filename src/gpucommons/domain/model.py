@@ -73,6 +73,15 @@ class AdminSplit(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmNodeMatch:
+    """Which nodes of a Slurm cluster make up a pool: those in `partition` (any, when None) that carry
+    every one of `features`. The policy's optional `cluster.pools[].slurm` (docs/policy.md)."""
+
+    partition: str | None = None
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Pool:
     """A homogeneous group of nodes (Kueue: a ResourceFlavor)."""
 
@@ -83,6 +92,8 @@ class Pool:
     price_per_gpu_hour: Decimal = Decimal(0)
     cpu_milli_per_node: int = 0
     memory_mib_per_node: int = 0
+    #: Its nodes on a Slurm cluster; None = the default rule of `backends.slurm.inventory`.
+    slurm: SlurmNodeMatch | None = None
 
     @property
     def capacity(self) -> Resources:

@@ -279,6 +279,23 @@ def admin_percentages(parts: Parts) -> Iterator[Finding]:
         yield where, f"fixed admin-cost percentages must add up to 100, they add up to {total}"
 
 
+def slurm_pools_distinct(parts: Parts) -> Iterator[Finding]:
+    """Two pools that name the same Slurm partition and features would claim the same nodes."""
+    first: dict[tuple[str | None, frozenset[str]], str] = {}
+    for index, pool in parts.pools:
+        if pool.slurm is None:
+            continue
+        key = (pool.slurm.partition, frozenset(pool.slurm.features))
+        if key in first:
+            yield (
+                ("cluster", "pools", index, "slurm"),
+                f"pool {first[key]!r} already takes the same Slurm nodes: give each pool its own "
+                "partition or features",
+            )
+        else:
+            first[key] = pool.name
+
+
 CHECKS: tuple[Check, ...] = (
     duplicate_names,
     unknown_references,
@@ -291,6 +308,7 @@ CHECKS: tuple[Check, ...] = (
     preemption_words_kueue_accepts,
     admin_percentages,
     class_access_rules,
+    slurm_pools_distinct,
 )
 
 

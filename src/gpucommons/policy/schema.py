@@ -19,6 +19,7 @@ from pydantic import (
     StringConstraints,
     Tag,
     WithJsonSchema,
+    model_validator,
 )
 
 from gpucommons.domain.model import (
@@ -93,6 +94,31 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: A Slurm partition or feature name: no spaces, and none of the characters Slurm's own syntax uses
+#: between names (`,` lists, `&|[]*()` in constraints, `:` in Gres, `=` in options).
+SLURM_WORD_PATTERN = r"^[A-Za-z0-9_.+/-]{1,64}$"
+SLURM_WORD_HELP = "use letters, digits and '_', '.', '+', '/', '-' (no spaces), at most 64 characters"
+SlurmWord = Annotated[str, StringConstraints(pattern=SLURM_WORD_PATTERN)]
+
+
+class SlurmPoolSpec(_Section):
+    """Which Slurm nodes make up the pool (`commons up --backend slurm`)."""
+
+    partition: SlurmWord | None = Field(
+        default=None, description="The Slurm partition whose nodes the pool takes. Absent: any partition."
+    )
+    features: list[SlurmWord] = Field(
+        default_factory=list,
+        description="Node features (slurm.conf `Features=`) a node must all carry to be in the pool.",
+    )
+
+    @model_validator(mode="after")
+    def _names_some_nodes(self) -> SlurmPoolSpec:
+        if self.partition is None and not self.features:
+            raise ValueError("give a partition, features, or both (an empty `slurm:` would take every node)")
+        return self
+
+
 class PoolSpec(_Section):
     """A homogeneous group of nodes (Kueue: a ResourceFlavor)."""
 
@@ -109,6 +135,11 @@ class PoolSpec(_Section):
     )
     memory_gib_per_node: NonNegativeDecimal | None = Field(
         default=None, description="Memory per node in GiB; when given, memory quotas are checked against it."
+    )
+    slurm: SlurmPoolSpec | None = Field(
+        default=None,
+        description="On a Slurm cluster: the partition and/or node features of the pool's nodes. Absent: "
+        "the partition named like the pool (a policy with one pool and no `slurm` key takes every node).",
     )
 
 
