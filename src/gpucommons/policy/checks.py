@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from gpucommons.domain.model import DEFAULT_COHORT, BorrowWithinCohortPolicy, Isolation, ReclaimPolicy
 from gpucommons.domain.resources import UNLIMITED
+from gpucommons.policy.class_access import class_access_rules
 from gpucommons.policy.convert import (
     MIB_PER_GIB,
     MILLI_PER_CPU,
@@ -278,6 +279,23 @@ def admin_percentages(parts: Parts) -> Iterator[Finding]:
         yield where, f"fixed admin-cost percentages must add up to 100, they add up to {total}"
 
 
+def slurm_pools_distinct(parts: Parts) -> Iterator[Finding]:
+    """Two pools that name the same Slurm partition and features would claim the same nodes."""
+    first: dict[tuple[str | None, frozenset[str]], str] = {}
+    for index, pool in parts.pools:
+        if pool.slurm is None:
+            continue
+        key = (pool.slurm.partition, frozenset(pool.slurm.features))
+        if key in first:
+            yield (
+                ("cluster", "pools", index, "slurm"),
+                f"pool {first[key]!r} already takes the same Slurm nodes: give each pool its own "
+                "partition or features",
+            )
+        else:
+            first[key] = pool.name
+
+
 CHECKS: tuple[Check, ...] = (
     duplicate_names,
     unknown_references,
@@ -289,6 +307,8 @@ CHECKS: tuple[Check, ...] = (
     runtimes_consistent,
     preemption_words_kueue_accepts,
     admin_percentages,
+    class_access_rules,
+    slurm_pools_distinct,
 )
 
 

@@ -22,6 +22,7 @@ from gpucommons.domain.model import (
     PriorityClass,
     Quota,
     SchedulingConfig,
+    SlurmNodeMatch,
     Team,
 )
 from gpucommons.domain.resources import UNLIMITED, ZERO, Resources
@@ -79,6 +80,9 @@ def _pool(spec: PoolSpec) -> Pool:
         price_per_gpu_hour=spec.price_per_gpu_hour,
         cpu_milli_per_node=cpu_milli(spec.cpus_per_node or Decimal(0)),
         memory_mib_per_node=memory_mib(spec.memory_gib_per_node or Decimal(0)),
+        slurm=None
+        if spec.slurm is None
+        else SlurmNodeMatch(partition=spec.slurm.partition, features=tuple(spec.slurm.features)),
     )
 
 
@@ -93,6 +97,8 @@ def _priority_class(spec: PriorityClassSpec) -> PriorityClass:
         min_runtime_s=spec.min_runtime,
         budget_exempt=spec.budget_exempt,
         signal=spec.signal,
+        teams=tuple(dict.fromkeys(spec.teams or ())),
+        roles=tuple(dict.fromkeys(spec.roles or ())),
     )
 
 

@@ -65,6 +65,13 @@ def _pool(pool: Pool) -> dict[str, Any]:
         out["cpus_per_node"] = _cpus(pool.cpu_milli_per_node)
     if pool.memory_mib_per_node:
         out["memory_gib_per_node"] = _gib(pool.memory_mib_per_node)
+    if pool.slurm is not None:
+        slurm: dict[str, Any] = {}
+        if pool.slurm.partition is not None:
+            slurm["partition"] = pool.slurm.partition
+        if pool.slurm.features:
+            slurm["features"] = list(pool.slurm.features)
+        out["slurm"] = slurm
     return out
 
 
@@ -81,6 +88,10 @@ def _priority_class(cls: PriorityClass) -> dict[str, Any]:
     }
     if cls.max_runtime_s is not None:
         out["max_runtime"] = format_duration(cls.max_runtime_s)
+    if cls.teams:
+        out["teams"] = list(cls.teams)
+    if cls.roles:
+        out["roles"] = list(cls.roles)
     return out
 
 

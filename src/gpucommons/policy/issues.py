@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from gpucommons.policy.errors import PolicyIssue
-from gpucommons.policy.schema import NAME_HELP, UNION_TAGS, PolicyFile
+from gpucommons.policy.schema import NAME_HELP, SLURM_WORD_HELP, UNION_TAGS, PolicyFile
 from gpucommons.policy.yaml_source import Path, YamlDocument, format_path
 
 
@@ -64,6 +64,8 @@ def _sentence(detail: ErrorDetails, path: Path) -> str:
     if kind == "string_pattern_mismatch":
         if path and path[-1] == "currency":
             return f"{shown} is not a currency code: use three capital letters such as USD or EUR"
+        if "slurm" in path:
+            return f"{shown} is not a valid Slurm name: {SLURM_WORD_HELP}"
         return f"{shown} is not a valid name: {NAME_HELP}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         return _bound_sentence(kind, ctx, shown, path)

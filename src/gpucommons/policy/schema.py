@@ -19,6 +19,7 @@ from pydantic import (
     StringConstraints,
     Tag,
     WithJsonSchema,
+    model_validator,
 )
 
 from gpucommons.domain.model import (
@@ -77,6 +78,9 @@ Duration = Annotated[
 #: leave no chance to checkpoint: they are not offered.
 Signal = Literal["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"]
 
+#: Roles a priority class may be reserved to (docs/identity.md, "Roles").
+ClassRole = Literal["platform_admin", "team_admin", "team_member"]
+
 #: Tags of the two shapes a limit may take; they appear in pydantic's error locations and are
 #: stripped from the paths we show (see `gpucommons.policy.issues`).
 LIMIT_AS_NUMBER = "limit:number"
@@ -88,6 +92,31 @@ UNION_TAGS = frozenset({LIMIT_AS_NUMBER, LIMIT_AS_MAPPING, SPLIT_AS_WORD, SPLIT_
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: A Slurm partition or feature name: no spaces, and none of the characters Slurm's own syntax uses
+#: between names (`,` lists, `&|[]*()` in constraints, `:` in Gres, `=` in options).
+SLURM_WORD_PATTERN = r"^[A-Za-z0-9_.+/-]{1,64}$"
+SLURM_WORD_HELP = "use letters, digits and '_', '.', '+', '/', '-' (no spaces), at most 64 characters"
+SlurmWord = Annotated[str, StringConstraints(pattern=SLURM_WORD_PATTERN)]
+
+
+class SlurmPoolSpec(_Section):
+    """Which Slurm nodes make up the pool (`commons up --backend slurm`)."""
+
+    partition: SlurmWord | None = Field(
+        default=None, description="The Slurm partition whose nodes the pool takes. Absent: any partition."
+    )
+    features: list[SlurmWord] = Field(
+        default_factory=list,
+        description="Node features (slurm.conf `Features=`) a node must all carry to be in the pool.",
+    )
+
+    @model_validator(mode="after")
+    def _names_some_nodes(self) -> SlurmPoolSpec:
+        if self.partition is None and not self.features:
+            raise ValueError("give a partition, features, or both (an empty `slurm:` would take every node)")
+        return self
 
 
 class PoolSpec(_Section):
@@ -106,6 +135,11 @@ class PoolSpec(_Section):
     )
     memory_gib_per_node: NonNegativeDecimal | None = Field(
         default=None, description="Memory per node in GiB; when given, memory quotas are checked against it."
+    )
+    slurm: SlurmPoolSpec | None = Field(
+        default=None,
+        description="On a Slurm cluster: the partition and/or node features of the pool's nodes. Absent: "
+        "the partition named like the pool (a policy with one pool and no `slurm` key takes every node).",
     )
 
 
@@ -143,6 +177,16 @@ class PriorityClassSpec(_Section):
         default=False, description="Tasks of this class are admitted even when the team's budget is spent."
     )
     signal: Signal = Field(default="SIGTERM", description="The signal that asks a task to stop.")
+    teams: list[Name] | None = Field(
+        default=None,
+        description="Teams whose tasks may use the class. Absent: every team. Others are refused (403).",
+    )
+    roles: list[ClassRole] | None = Field(
+        default=None,
+        description="Who may submit tasks of the class: platform_admin, team_admin (of the task's team) "
+        "or team_member (of the task's team). Absent: anyone who may submit to the team. Platform admins "
+        "pass any roles rule, but not a teams rule.",
+    )
 
 
 class CohortSpec(_Section):

@@ -16,6 +16,15 @@ PRICES = st.decimals(min_value=0, max_value=100, places=2, allow_nan=False, allo
 DURATIONS = st.sampled_from(["0s", "30s", "90s", "5m", "2h", "7d", 45, 600])
 
 
+def SLURM_KEYS(pool: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A pool's `slurm` key: its own partition, features, or both (never two pools on the same nodes)."""
+    features = st.lists(st.sampled_from(["ib", "nvlink", "h100"]), max_size=2, unique=True)
+    return st.one_of(
+        st.builds(lambda f: {"partition": f"part-{pool}", "features": f}, features),
+        st.just({"features": [f"only-{pool}"]}),
+    )
+
+
 @st.composite
 def policies(draw: st.DrawFn) -> dict[str, Any]:
     pool_names = draw(st.lists(NAMES, min_size=1, max_size=3, unique=True))
@@ -27,6 +36,7 @@ def policies(draw: st.DrawFn) -> dict[str, Any]:
             "gpus_per_node": draw(st.integers(0, 8)),
             "price_per_gpu_hour": draw(PRICES),
             **({"cpus_per_node": draw(st.integers(0, 64))} if draw(st.booleans()) else {}),
+            **({"slurm": draw(SLURM_KEYS(name))} if draw(st.booleans()) else {}),
         }
         for name in pool_names
     ]
