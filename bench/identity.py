@@ -3,7 +3,8 @@
 Times (p50 / p99 / max over the runs of each):
   authorize      one `authorize()` decision (pure), member on own / other team
   authenticate   `resolve_token`: a bearer token to a Principal (token row, user, groups), SQLite,
-                 with a directory of U users, each in 3 of G groups
+                 with a directory of U users, each in 3 of G groups; again for a token a platform
+                 admin minted (its creator's activity and admin role are checked too)
   scim create    POST /scim/v2/Users over HTTP to uvicorn on loopback (validation, uniqueness, audit)
   scim filter    GET /Users?filter=userName eq "…" (case-insensitive, indexed) at U users
   scim page      GET /Users?startIndex=…&count=100 at U users
@@ -33,10 +34,13 @@ from gpucommons.identity.authz import Action, authorize
 from gpucommons.identity.principal import Principal, Role
 from gpucommons.identity.scim import SCIM_POLICY, ScimGroup, comparison_key, members_only_patch
 from gpucommons.server.auth.credentials import issue_token, resolve_token
+from gpucommons.server.auth.directory_edits import add_member as join_group
+from gpucommons.server.auth.directory_edits import ensure_group, new_user
 from gpucommons.server.scim.directory import Directory
 from gpucommons.store.db import Database
 from gpucommons.store.identity_models import DirectoryGroup, DirectoryUser, GroupMember
 from gpucommons.testing.identity import (
+    ADMINS,
     identity_app,
     identity_database,
     identity_policy,
@@ -175,11 +179,23 @@ def main() -> None:
             user_token = issue_token(s, name="b", now=time.time(), subject="user0", user_id=ids[0]).token
         scim_token = service_token(db, Role.SCIM, name="bench")
 
+        with db.session() as s:
+            admin = new_user(s, "admin0", time.time())
+            join_group(s, ensure_group(s, ADMINS, time.time()), admin, time.time())
+            minted_token = issue_token(
+                s, name="m", now=time.time(), subject="user0", user_id=ids[0], created_by_user_id=admin.id
+            ).token
+
         def authenticate(_i: int) -> None:
             with db.session() as s:
                 assert resolve_token(s, user_token, policy, time.time()) is not None
 
+        def authenticate_minted(_i: int) -> None:
+            with db.session() as s:
+                assert resolve_token(s, minted_token, policy, time.time()) is not None
+
         print(f"{f'authenticate (U={args.users}, G={args.groups})':<44} {timed(authenticate, args.repeat)}")
+        print(f"{'authenticate, minted (creator checked)':<44} {timed(authenticate_minted, args.repeat)}")
 
         server = live_server(identity_app(db, policy))
         url = server.__enter__()

@@ -21,6 +21,8 @@ class ErrorCode(StrEnum):
     POLICY_INVALID = "policy_invalid"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     BAD_REQUEST = "bad_request"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    RATE_LIMITED = "rate_limited"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal_error"
 
@@ -93,6 +95,20 @@ class PolicyInvalid(CommonsError):
     status = 422
 
 
+class PayloadTooLarge(CommonsError):
+    """The request body is larger than the server accepts (`COMMONS_MAX_BODY_BYTES`)."""
+
+    code = ErrorCode.PAYLOAD_TOO_LARGE
+    status = 413
+
+
+class RateLimited(CommonsError):
+    """Too many failed sign-ins from this address; `Retry-After` says when to try again."""
+
+    code = ErrorCode.RATE_LIMITED
+    status = 429
+
+
 class Unavailable(CommonsError):
     code = ErrorCode.UNAVAILABLE
     status = 503
@@ -115,6 +131,8 @@ ERROR_CLASSES: dict[str, type[CommonsError]] = {
         Conflict,
         CheckpointRequired,
         PolicyInvalid,
+        PayloadTooLarge,
+        RateLimited,
         Unavailable,
         InternalError,
     )

@@ -11,12 +11,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from gpucommons.api.fields import TEXT_PATTERN
+
 RoleName = Literal["platform_admin", "finance", "team_admin", "team_member", "scim"]
 TokenName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    #: Strict, as `api.schemas`: a number sent as text is refused, not coerced.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class _Response(BaseModel):
@@ -32,11 +35,14 @@ class TokenCreate(_Request):
     """
 
     name: TokenName
-    user: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    user: Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=TEXT_PATTERN)] | None = None
     role: RoleName | None = None
-    team: Annotated[str, StringConstraints(min_length=1, max_length=63)] | None = None
+    team: Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=TEXT_PATTERN)] | None = None
     #: Lifetime in seconds; absent = never expires (revoke it with `commons token revoke`).
     expires_in_s: int | None = Field(None, ge=60, le=10 * 365 * 86400)
+    #: A service token that belongs to the service rather than to the person minting it: it is not
+    #: revoked when that person is deprovisioned or stops being a platform admin.
+    service_owned: bool = False
 
 
 class TokenInfo(_Response):
@@ -51,6 +57,10 @@ class TokenInfo(_Response):
     team: str | None = None
     created_at: datetime
     created_by: str | None = None
+    #: The directory user whose authority the token rests on; their deprovisioning revokes it.
+    created_by_user_id: str | None = None
+    #: True: owned by the service, it outlives the person who minted it.
+    service_owned: bool = False
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
@@ -104,7 +114,7 @@ class AuthConfig(_Response):
 class IdTokenExchange(_Request):
     """An ID token the CLI obtained from the OpenID provider, to trade for a GPU Commons session token."""
 
-    id_token: Annotated[str, StringConstraints(min_length=10, max_length=20_000)]
+    id_token: Annotated[str, StringConstraints(min_length=10, max_length=20_000, pattern=TEXT_PATTERN)]
 
 
 class SessionToken(_Response):

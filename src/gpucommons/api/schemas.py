@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from gpucommons.api.fields import TEXT_PATTERN
 
 #: A team, pool or priority-class name: what the policy file allows.
 Name = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
@@ -21,7 +23,8 @@ TaskStateName = Literal["pending", "admitted", "running", "preempting", "succeed
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    #: Strict: `"gpus": true` or `"gpus": "1"` is a mistake to point out, not a value to coerce.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class _Response(BaseModel):
@@ -29,6 +32,16 @@ class _Response(BaseModel):
 
 
 # --- tasks -------------------------------------------------------------------------------------
+
+#: Bounds of a task's command (docs/api.md): what a command line needs, far below what would let
+#: one submission bloat every listing.
+MAX_COMMAND_ARGS = 1024
+MAX_ARG_CHARS = 32_768
+MAX_COMMAND_CHARS = 65_536
+MAX_TASK_NAME_CHARS = 200
+
+Argument = Annotated[str, StringConstraints(max_length=MAX_ARG_CHARS, pattern=TEXT_PATTERN)]
+TaskName = Annotated[str, StringConstraints(max_length=MAX_TASK_NAME_CHARS, pattern=TEXT_PATTERN)]
 
 
 class TaskSubmit(_Request):
@@ -38,15 +51,26 @@ class TaskSubmit(_Request):
     gpus: int = Field(0, ge=0, le=100_000)
     cpu_milli: int = Field(0, ge=0, le=1_000_000_000)
     memory_mib: int = Field(0, ge=0, le=1_000_000_000)
-    command: list[Annotated[str, StringConstraints(max_length=65_536)]] = Field(
-        ..., min_length=1, max_length=4096
+    command: list[Argument] = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_COMMAND_ARGS,
+        description=f"The command and its arguments: at most {MAX_COMMAND_ARGS} arguments of at most "
+        f"{MAX_ARG_CHARS} characters, {MAX_COMMAND_CHARS} characters in all.",
     )
-    name: Annotated[str, StringConstraints(max_length=200)] = ""
+    name: TaskName = ""
     #: Priority class name; absent = the policy's default class.
     priority: Name | None = None
     #: Pool to run in; absent = the team's pools in the order its quota lists them.
     pool: Name | None = None
     checkpoint: CheckpointText | None = None
+
+    @model_validator(mode="after")
+    def _command_within_bounds(self) -> TaskSubmit:
+        total = sum(len(arg) for arg in self.command)
+        if total > MAX_COMMAND_CHARS:
+            raise ValueError(f"the command holds {total} characters; at most {MAX_COMMAND_CHARS} in all")
+        return self
 
 
 class TaskSubmitBatch(_Request):
@@ -104,8 +128,8 @@ class TaskEvent(_Response):
 class CheckpointReport(_Request):
     """A task reports that it saved its state (`commons checkpoint`)."""
 
-    path: Annotated[str, StringConstraints(max_length=4096)] | None = None
-    note: Annotated[str, StringConstraints(max_length=1000)] = ""
+    path: Annotated[str, StringConstraints(max_length=4096, pattern=TEXT_PATTERN)] | None = None
+    note: Annotated[str, StringConstraints(max_length=1000, pattern=TEXT_PATTERN)] = ""
 
 
 # --- queue and teams ---------------------------------------------------------------------------
@@ -177,7 +201,8 @@ class UsageInterval(_Response):
 class PolicyApply(_Request):
     """A whole policy file (YAML text) to validate and make current."""
 
-    text: Annotated[str, StringConstraints(min_length=1, max_length=2_000_000)]
+    #: Bounded by the request size limit too (`COMMONS_MAX_BODY_BYTES`, 1 MiB by default).
+    text: Annotated[str, StringConstraints(min_length=1, max_length=1_000_000, pattern=TEXT_PATTERN)]
     dry_run: bool = False
 
 

@@ -1,16 +1,23 @@
 """`commons advise`: recommend quotas from usage history (file in, file out; no server).
 
-    commons advise --policy commons.yaml --history usage.csv [--out proposed.yaml] [--json]
-                   [--plot advice.png] [--check-trace trace.csv]
+    commons advise --policy commons.yaml --history trace.csv [--objective balanced|wait|guarantee]
+                   [--validate last:25%] [--half-life 14d] [--max-change 25%] [--whole-nodes]
+                   [--out proposed.yaml] [--json] [--plot waits.png] [--check-trace trace.csv]
 
-The history is a job trace (contract 2) or a sampled usage file (`time_s,team,running_gpus,
-pending_gpus,...`); the header tells which. Bad input ends with exit 1 and a message naming the
-file, line and problem.
+With a job trace (contract 2) the quotas are searched for by replaying the history under each
+candidate with the cluster's engine (`gpucommons.planning.replay_advice`); the replays run in a
+pool of `--workers` processes (2 by default, the CI machine's cores). A sampled usage file
+(`time_s,team,running_gpus,pending_gpus,...`) cannot be replayed, so it is sized by the demand
+rule (`gpucommons.planning.advisor`), as is a trace with `--rule`. The header tells which file it
+is. Bad input ends with exit 1 and a message naming the file, line and problem.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +32,15 @@ from gpucommons.domain import Policy
 from gpucommons.policy import PolicyError
 
 if TYPE_CHECKING:  # the advisor (numpy, the policy loader) is imported when `advise` runs
+    from concurrent.futures import ProcessPoolExecutor
+
     from gpucommons.planning.advisor import Advice
+    from gpucommons.planning.quota_search import Request
+    from gpucommons.planning.replay_advice import AdviceSettings, ReplayAdvice
+    from gpucommons.planning.replay_cache import ReplayContext
+    from gpucommons.planning.replay_score import ReplayScore
     from gpucommons.planning.usage_history import UsageHistory
+    from gpucommons.sim.jobs import SimJob
 
 console = Console(highlight=False)
 notes = Console(stderr=True, highlight=False)
@@ -128,7 +142,7 @@ def _print_advice(advice: Advice) -> None:
         )
 
 
-def _check(advice: Advice, trace: Path, engine: str, quiet: bool) -> dict[str, Any]:
+def _check(current: Policy, proposed: Policy, trace: Path, engine: str, quiet: bool) -> dict[str, Any]:
     """Replay `trace` under the current and the proposed policy with the what-if comparison."""
     from gpucommons.cli.simulate import phase_callback, progress_bar
     from gpucommons.cli.whatif import print_comparison
@@ -136,7 +150,7 @@ def _check(advice: Advice, trace: Path, engine: str, quiet: bool) -> dict[str, A
     from gpucommons.sim import SimConfig, SimulationError, UnknownNamesError
 
     jobs = load_trace_or_exit(trace)
-    variants = [Variant("current", advice.current, engine), Variant("proposed", advice.proposed, engine)]
+    variants = [Variant("current", current, engine), Variant("proposed", proposed, engine)]
     try:
         if quiet:
             comparison = compare(variants, jobs, SimConfig(engine=engine))
@@ -150,8 +164,8 @@ def _check(advice: Advice, trace: Path, engine: str, quiet: bool) -> dict[str, A
     if not quiet:
         console.print(f"\n[bold]replay of {trace.name}[/] (engine {engine}): current vs proposed")
         print_comparison(comparison)
-    current, proposed = comparison.summaries()
-    return {"trace": str(trace), "engine": engine, "current": current, "proposed": proposed}
+    before, after = comparison.summaries()
+    return {"trace": str(trace), "engine": engine, "current": before, "proposed": after}
 
 
 @app.command()
@@ -160,51 +174,165 @@ def advise(
     history: Path = typer.Option(
         ..., "--history", help="Usage history: a job trace CSV or a sampled usage CSV (time_s,team,...)."
     ),
-    percentile: float = typer.Option(50.0, "--percentile", help="Nominal quota ∝ this percentile of demand."),
+    objective: str | None = typer.Option(
+        None,
+        "--objective",
+        help="What the searched quotas minimise (job traces): balanced (default) | wait | guarantee.",
+    ),
+    rule: bool = typer.Option(
+        False, "--rule", help="Size quotas by the demand-percentile rule instead (no replay; a baseline)."
+    ),
+    validate: str = typer.Option(
+        "last:25%", "--validate", help="Choose on the newest part of the history: last:P% or last:Nd."
+    ),
+    half_life: str = typer.Option(
+        "14d", "--half-life", help="On the fit days, a job this much older weighs half (none: no decay)."
+    ),
+    max_regression: str = typer.Option(
+        "10%",
+        "--max-regression",
+        help="No team's p95 wait may grow by more than this (both under 1h: exempt).",
+    ),
+    max_change: str | None = typer.Option(
+        None,
+        "--max-change",
+        help="Move no team's nominal quota by more than this: GPUs (32) or a share (25%).",
+    ),
+    step: int | None = typer.Option(
+        None, "--step", help="GPUs per move of the search (default: one node of the pool)."
+    ),
+    max_replays: int = typer.Option(
+        32, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
+    ),
+    workers: int = typer.Option(2, "--workers", help="Processes that replay at once (1: in this process)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the week-block bootstrap."),
+    percentile: float = typer.Option(50.0, "--percentile", help="Rule: nominal ∝ this percentile of demand."),
     include_idle: bool = typer.Option(
         False,
         "--include-idle",
-        help="Take percentiles over all of the time, not only while a team is active.",
+        help="Rule: take percentiles over all of the time, not only while a team is active.",
     ),
     peak_percentile: float = typer.Option(
-        100.0, "--peak-percentile", help="A team's peak: this percentile of its demand (100 = the highest)."
+        100.0, "--peak-percentile", help="Rule: a team's peak is this percentile of its demand."
     ),
     reserve_percentile: float = typer.Option(
-        5.0, "--reserve-percentile", help="Lend limit = nominal − this percentile of demand (kept to itself)."
+        5.0, "--reserve-percentile", help="Rule: lend limit = nominal − this percentile of demand."
     ),
-    whole_nodes: bool = typer.Option(False, "--whole-nodes", help="Round nominal quotas to whole nodes."),
+    whole_nodes: bool = typer.Option(False, "--whole-nodes", help="Nominal quotas in whole nodes."),
     borrow_limits: bool = typer.Option(
         False,
         "--borrow-limits",
-        help="Write each team's peak − nominal as its borrow limit (default: leave borrow limits alone).",
+        help="Rule: write each team's peak − nominal as its borrow limit (default: leave them alone).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Write the proposed policy file here."),
     as_json: bool = typer.Option(False, "--json", help="Print the advice as JSON instead of a table."),
     plot: Path | None = typer.Option(
-        None, "--plot", help="Write a PNG: demand against current and proposed quota."
+        None,
+        "--plot",
+        help="Write a PNG: each team's p95 wait before/after (rule: demand against quota).",
     ),
     check_trace: Path | None = typer.Option(
         None, "--check-trace", help="Replay this job trace under the current and the proposed policy."
     ),
     engine: str = typer.Option(
-        "commons", "--engine", help="Engine for --check-trace: commons | kueue | static."
+        "commons",
+        "--engine",
+        help="Engine the replays use: commons | kueue | static (what the cluster runs).",
     ),
 ) -> None:
-    """Recommend nominal quotas, borrow and lend limits per team from usage history."""
+    """Recommend nominal quotas per team from usage history: searched by replay, or by the demand rule."""
+    from gpucommons.cli.simulate import check_engine
+
+    check_engine(engine)
+    the_policy = load_policy_or_exit(policy)
+    samples = _is_usage_file(history)
+    if samples and objective is not None:
+        raise fail(
+            f"{history} is a sampled usage file, which cannot be replayed: give a job trace for "
+            "--objective, or leave it out to size quotas by the demand rule"
+        )
+    if rule or samples:
+        if objective is not None:
+            raise fail("--rule and --objective exclude each other: the rule does not replay")
+        _advise_by_rule(
+            the_policy,
+            history,
+            (percentile, include_idle, peak_percentile, reserve_percentile, whole_nodes, borrow_limits),
+            out,
+            as_json,
+            plot,
+            check_trace,
+            engine,
+        )
+        return
+    settings = _settings(
+        objective or "balanced",
+        validate,
+        half_life,
+        max_regression,
+        max_change,
+        step,
+        max_replays,
+        seed,
+        whole_nodes,
+        engine,
+    )
+    if workers < 1:
+        raise fail("--workers must be at least 1")
+    jobs = load_trace_or_exit(history)
+    started = time.perf_counter()
+    advice = _search(the_policy, jobs, settings, workers, quiet=as_json)
+    elapsed = time.perf_counter() - started
+    from gpucommons.planning.replay_advice_report import replay_advice_to_data
+
+    proposal_text = None
+    if advice.chosen is not None and out is not None:
+        from gpucommons.policy import dump_policy, parse_policy
+
+        proposal_text = dump_policy(advice.proposed)
+        try:  # the file is written only once the loader `policy check` uses accepts it
+            parse_policy(proposal_text, source="the proposed policy")
+        except PolicyError as exc:  # a bug, not bad input: say so plainly rather than write the file
+            raise fail(f"the proposed policy does not pass the policy checks:\n{exc}") from None
+        _write(out, proposal_text.encode("utf-8"), "the proposed policy")
+    if plot is not None:
+        from gpucommons.planning.wait_plot import render_wait_png  # matplotlib is slow to import
+
+        title = f"{the_policy.cluster_name}: quota advice from {history.name} (engine {engine})"
+        _write(plot, render_wait_png(advice, title), "the plot")
+    data = replay_advice_to_data(advice)
+    data["search"]["seconds"] = round(elapsed, 1)
+    if not as_json:
+        _print_replay_advice(advice, elapsed)
+    if check_trace is not None:
+        data["check"] = _check(advice.current, advice.proposed, check_trace, engine, quiet=as_json)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    if out is not None and proposal_text is None:
+        notes.print(f"{out} not written: {advice.why}", soft_wrap=True)
+    for path in (out if proposal_text is not None else None, plot):
+        if path is not None:
+            notes.print(f"wrote {path}")
+
+
+def _advise_by_rule(
+    the_policy: Policy,
+    history: Path,
+    knobs: tuple[float, bool, float, float, bool, bool],
+    out: Path | None,
+    as_json: bool,
+    plot: Path | None,
+    check_trace: Path | None,
+    engine: str,
+) -> None:
+    """The demand-percentile rule: the only way for sampled usage, a baseline for traces."""
     from gpucommons.planning import advisor
     from gpucommons.planning.advisor import AdvisorRule, proposed_policy_text
     from gpucommons.planning.advisor_report import advice_to_data
 
-    if check_trace is not None:
-        from gpucommons.cli.simulate import check_engine
-
-        check_engine(engine)
-    the_policy = load_policy_or_exit(policy)
     the_history = _read_history(history, the_policy)
     try:
-        rule = AdvisorRule(
-            percentile, include_idle, peak_percentile, reserve_percentile, whole_nodes, borrow_limits
-        )
+        rule = AdvisorRule(*knobs)
     except ValueError as exc:
         raise fail(str(exc)) from None
     advice = advisor.advise(the_policy, the_history, rule)
@@ -226,12 +354,248 @@ def advise(
     if not as_json:
         _print_advice(advice)
     if check_trace is not None:
-        data["check"] = _check(advice, check_trace, engine, quiet=as_json)
+        data["check"] = _check(advice.current, advice.proposed, check_trace, engine, quiet=as_json)
     if as_json:
         typer.echo(json.dumps(data, indent=2))
     for path in (out, plot):
         if path is not None:
             notes.print(f"wrote {path}")
+
+
+def _share(text: str, option: str) -> float:
+    raw = text.strip().removesuffix("%")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise fail(f"{option} {text!r}: give a share such as 10%") from None
+    if not 0 <= value <= 1000:
+        raise fail(f"{option} {text!r}: give a share between 0% and 1000%")
+    return value / 100
+
+
+def _settings(
+    objective: str,
+    validate: str,
+    half_life: str,
+    max_regression: str,
+    max_change: str | None,
+    step: int | None,
+    max_replays: int,
+    seed: int,
+    whole_nodes: bool,
+    engine: str,
+) -> AdviceSettings:
+    from gpucommons.planning.objectives import Objective
+    from gpucommons.planning.quota_search import SearchSettings
+    from gpucommons.planning.quota_space import MaxChange
+    from gpucommons.planning.replay_advice import AdviceSettings
+    from gpucommons.planning.replay_score import ValidationSplit
+    from gpucommons.policy.durations import parse_duration
+
+    try:
+        the_objective = Objective(objective)
+    except ValueError:
+        raise fail(
+            f"--objective {objective!r}: choose one of {', '.join(o.value for o in Objective)}"
+        ) from None
+    try:
+        split = ValidationSplit.parse(validate)
+        cap = MaxChange() if max_change is None else MaxChange.parse(max_change)
+        search = SearchSettings(max_replays=max_replays, step_gpus=step)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    decay: float | None = None
+    if half_life.strip().lower() != "none":
+        try:
+            decay = float(parse_duration(half_life.strip()))
+        except ValueError as exc:
+            raise fail(f"--half-life: {exc}") from None
+        if decay <= 0:
+            raise fail("--half-life must be longer than 0s (or none)")
+    return AdviceSettings(
+        objective=the_objective,
+        max_regression=_share(max_regression, "--max-regression"),
+        validate=split,
+        half_life_s=decay,
+        whole_nodes=whole_nodes,
+        max_change=cap,
+        engine=engine,
+        search=search,
+        seed=seed,
+    )
+
+
+# -- replays in a pool of processes (the shell's part: the planning core only asks for scores) ---------
+_CONTEXT: ReplayContext | None = None
+
+
+def _start_worker(context: ReplayContext) -> None:
+    global _CONTEXT
+    _CONTEXT = context
+
+
+def _replay_in_worker(request: Request) -> ReplayScore:
+    assert _CONTEXT is not None, "the worker was started without its context"
+    return _CONTEXT.replay(request)
+
+
+def _search(
+    policy: Policy, jobs: list[SimJob], settings: AdviceSettings, workers: int, quiet: bool
+) -> ReplayAdvice:
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: not at CLI start-up
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpucommons.planning.quota_search import Evaluate
+    from gpucommons.planning.quota_space import QuotaSpace
+    from gpucommons.planning.replay_advice import advise_by_replay
+    from gpucommons.planning.replay_cache import CachedReplays, ReplayContext, serial_replays
+    from gpucommons.planning.replay_score import SplitError, Window
+    from gpucommons.sim import SimulationError
+
+    bar = Progress(
+        TextColumn("[bold]{task.description:<44}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("replays"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+        disable=quiet,
+    )
+    task = bar.add_task("replaying today's quotas", total=None)
+    pools: list[ProcessPoolExecutor] = []
+
+    def evaluate_for(space: QuotaSpace, windows: dict[str, Window]) -> Evaluate:
+        context = ReplayContext(policy, space, windows, settings.engine)
+        if workers == 1:
+            inner = serial_replays(context)
+
+            def replay(requests: Sequence[Request]) -> list[ReplayScore]:
+                out = []
+                for request in requests:
+                    out.append(inner([request])[0])
+                    bar.advance(task)
+                return out
+
+            return CachedReplays(replay)
+        pool = ProcessPoolExecutor(
+            max_workers=min(workers, os.cpu_count() or 1), initializer=_start_worker, initargs=(context,)
+        )
+        pools.append(pool)
+
+        def replay_in_pool(requests: Sequence[Request]) -> list[ReplayScore]:
+            out = []
+            for score in pool.map(_replay_in_worker, requests):
+                out.append(score)
+                bar.advance(task)
+            return out
+
+        return CachedReplays(replay_in_pool)
+
+    def progress(_done: int, planned: int, text: str) -> None:
+        bar.update(task, total=planned, description=text[:44])
+
+    try:
+        with bar:
+            return advise_by_replay(policy, jobs, settings, evaluate_for, progress)
+    except SplitError as exc:
+        raise fail(str(exc)) from None
+    except SimulationError as exc:
+        raise fail(f"a replay stopped: {exc}") from None
+    finally:
+        for pool in pools:
+            pool.shutdown(cancel_futures=True)
+
+
+def _print_replay_advice(advice: ReplayAdvice, elapsed: float) -> None:
+    from gpucommons.planning.whatif import short_duration
+
+    s = advice.settings
+    fit, val = advice.fit, advice.validation
+    day = 86400.0
+    console.print(f"[bold]objective:[/] {s.objective.value} — {s.objective.describe()}")
+    decay = "no decay" if s.half_life_s is None else f"half-life {s.half_life_s / day:g}d"
+    console.print(
+        f"[bold]history:[/] fit on days {fit.start_s / day:.1f}–{fit.end_s / day:.1f} "
+        f"({len(fit.jobs):,} jobs, {decay}); validation on days {val.start_s / day:.1f}–"
+        f"{val.end_s / day:.1f} ({len(val.jobs):,} jobs, {s.validate.describe()}, never seen by the search)"
+    )
+    console.print(
+        f"[bold]replays:[/] {advice.replays} with engine {s.engine} in {elapsed:.0f}s; search: "
+        f"{advice.trace.stopped}"
+    )
+    many_pools = len(advice.space.pools) > 1
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for column in (
+        "team",
+        *(["pool"] if many_pools else []),
+        "nominal",
+        "p95 wait fit",
+        "p95 wait validation",
+    ):
+        table.add_column(column, justify="left" if column in ("team", "pool") else "right", no_wrap=True)
+    table.add_column("owed, not had", justify="right", no_wrap=True)
+    for t in advice.teams:
+        table.add_row(
+            t.team,
+            *([t.pool] if many_pools else []),
+            _change(str(t.today), str(t.proposed)),
+            _change(short_duration(t.fit_p95[0]), short_duration(t.fit_p95[1])),
+            _change(short_duration(t.validation_p95[0]), short_duration(t.validation_p95[1])),
+            _change(short_duration(t.violation[0]), short_duration(t.violation[1])),
+        )
+    result = advice.result
+    table.add_row(
+        "[bold]mean / total[/]",
+        *([""] if many_pools else []),
+        "",
+        _change(short_duration(advice.today.fit.mean_p95_s), short_duration(result.fit.mean_p95_s)),
+        _change(
+            short_duration(advice.today.validation.mean_p95_s), short_duration(result.validation.mean_p95_s)
+        ),
+        _change(
+            short_duration(advice.today.fit.violation_s + advice.today.validation.violation_s),
+            short_duration(result.fit.violation_s + result.validation.violation_s),
+        ),
+    )
+    console.print(table)
+    console.print(
+        "p95 wait: today → proposed (fit days decayed) · owed, not had: time a team asked for no more "
+        "than its nominal quota yet did not have it (fit + validation)"
+    )
+    baselines = Table(
+        box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title="same replays, other sizings"
+    )
+    for column in ("sizing", "mean p95 fit", "validation", "owed (val.)", "rules kept"):
+        baselines.add_column(column, justify="left" if column == "sizing" else "right", no_wrap=True)
+    rows = list(advice.baselines.values())
+    if advice.chosen is not None and all(b.vector != advice.chosen.vector for b in rows):
+        rows.append(advice.chosen)
+    for j in rows:
+        chosen = advice.chosen is not None and j.vector == advice.chosen.vector
+        baselines.add_row(
+            ("[bold]→ [/]" if chosen else "") + j.label,
+            short_duration(j.fit.mean_p95_s),
+            short_duration(j.validation.mean_p95_s),
+            short_duration(j.validation.violation_s),
+            "yes" if j.fit_verdict.feasible and j.validation_verdict.feasible else "no",
+        )
+    console.print(baselines)
+    colour = "green" if advice.chosen is not None else "yellow"
+    console.print(f"[bold {colour}]decision:[/] {advice.why}", soft_wrap=True)
+    if advice.bootstrap is not None:
+        console.print(f"[bold]confidence:[/] {advice.bootstrap.describe()}", soft_wrap=True)
+    for pool in advice.space.pools:
+        console.print(
+            f"pool {pool.pool}: {pool.capacity} GPUs; the searched teams share {pool.available}"
+            + (f" ({pool.kept} kept as they are)" if pool.kept else "")
+        )
+    console.print()
+    for t in advice.teams:
+        console.print(f"• {t.reason}", soft_wrap=True)
+    for team, pool_name, why in advice.kept:
+        console.print(f"• {team}: quota in {pool_name} kept as it is ({why}).", soft_wrap=True)
 
 
 def _write(path: Path, content: bytes, what: str) -> None:

@@ -40,6 +40,14 @@ def create(
     ] = None,
     team: Annotated[str | None, typer.Option(help="The team of a team_admin/team_member token.")] = None,
     expires: Annotated[str | None, typer.Option(help=f"Lifetime: {DURATION_HELP}. Default: never.")] = None,
+    service_owned: Annotated[
+        bool,
+        typer.Option(
+            "--service-owned",
+            help="A service token that belongs to the service: it outlives your deprovisioning "
+            "(otherwise losing your platform-admin role revokes the tokens you made).",
+        ),
+    ] = False,
 ) -> None:
     """Create an API token; its secret is shown once, alone on the last line."""
     from pydantic import ValidationError
@@ -57,6 +65,7 @@ def create(
             role=role,  # type: ignore[arg-type]
             team=team,
             expires_in_s=lifetime,
+            service_owned=service_owned,
         )
     except (ValueError, ValidationError) as exc:
         raise fail(_first_error(exc)) from None
@@ -65,7 +74,8 @@ def create(
     expiry = _when(created.expires_at) if created.expires_at else "never"
     scope = created.role or "the user's directory roles"
     typer.echo(f"created token {created.id} ({created.name}) for {created.subject}: {scope}", err=False)
-    typer.echo(f"expires: {expiry}. Shown once; store it now.")
+    owner = "the service (service-owned)" if created.service_owned else f"{created.created_by}'s authority"
+    typer.echo(f"expires: {expiry}; rests on {owner}. Shown once; store it now.")
     typer.echo(created.token)
 
 
@@ -97,14 +107,16 @@ def revoke(token_id: Annotated[str, typer.Argument(help="The token's id (see com
 
 def _table(rows: list[TokenInfo], with_revoked: bool) -> Table:
     table = Table(box=None, pad_edge=False)
-    columns = ["ID", "NAME", "SUBJECT", "ROLE", "EXPIRES", "LAST USED"] + (
+    columns = ["ID", "NAME", "SUBJECT", "ROLE", "MADE BY", "EXPIRES", "LAST USED"] + (
         ["REVOKED"] if with_revoked else []
     )
     for col in columns:
         table.add_column(col, overflow="fold", no_wrap=col in ("ID", "EXPIRES", "LAST USED", "REVOKED"))
     for r in rows:
         role = (r.role or "user's roles") + (f"@{r.team}" if r.team else "")
-        cells = [r.id, r.name, r.subject, role, _when(r.expires_at) or "never", _when(r.last_used_at)]
+        made_by = "service-owned" if r.service_owned else (r.created_by or "")
+        expires = _when(r.expires_at) or "never"
+        cells = [r.id, r.name, r.subject, role, made_by, expires, _when(r.last_used_at)]
         table.add_row(*cells, *([_when(r.revoked_at)] if with_revoked else []))
     return table
 

@@ -121,6 +121,11 @@ class PriorityClass:
     min_runtime_s: int = 300
     budget_exempt: bool = False
     signal: str = "SIGTERM"
+    #: Teams whose tasks may use the class; empty: every team.
+    teams: tuple[str, ...] = ()
+    #: Roles (`platform_admin`, `team_admin`, `team_member`) one of which the submitter must hold
+    #: for the task's team; empty: anyone who may submit to the team.
+    roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,12 @@ _TOKEN = re.compile(
 
 FilterValue = str | bool | int | float | None
 
+#: Deepest bracket nesting read. IdPs send one level at most; a deeper filter is refused before the
+#: parser recurses (5,000 nested brackets would otherwise exhaust Python's stack).
+MAX_DEPTH = 16
+#: Longest filter read: far above `userName eq "…"` and Entra's membership checks.
+MAX_LENGTH = 4096
+
 
 class FilterError(ValueError):
     """The filter is malformed or uses something we do not answer."""
@@ -90,6 +96,7 @@ class _Parser:
     def __init__(self, tokens: list[tuple[str, str]]) -> None:
         self.tokens = tokens
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -113,7 +120,11 @@ class _Parser:
     def term(self) -> list[Equals]:
         kind, raw = self.take()
         if kind == "lpar":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise FilterError(f"the filter nests brackets deeper than {MAX_DEPTH} levels")
             inner = self.conjunction()
+            self.depth -= 1
             if self.take()[0] != "rpar":
                 raise FilterError("missing ')'")
             return inner
@@ -134,6 +145,8 @@ def parse_filter(text: str) -> tuple[Equals, ...]:
     """The equalities a filter asks for, all of which must hold. Raises `FilterError`."""
     if not text.strip():
         raise FilterError("the filter is empty")
+    if len(text) > MAX_LENGTH:
+        raise FilterError(f"the filter is {len(text)} characters long; at most {MAX_LENGTH}")
     parser = _Parser(_tokens(text))
     terms = parser.conjunction()
     extra = parser.peek()

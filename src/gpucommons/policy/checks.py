@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from gpucommons.domain.model import DEFAULT_COHORT, BorrowWithinCohortPolicy, Isolation, ReclaimPolicy
 from gpucommons.domain.resources import UNLIMITED
+from gpucommons.policy.class_access import class_access_rules
 from gpucommons.policy.convert import (
     MIB_PER_GIB,
     MILLI_PER_CPU,
@@ -306,6 +307,7 @@ CHECKS: tuple[Check, ...] = (
     runtimes_consistent,
     preemption_words_kueue_accepts,
     admin_percentages,
+    class_access_rules,
     slurm_pools_distinct,
 )
 

@@ -97,6 +97,8 @@ def _priority_class(spec: PriorityClassSpec) -> PriorityClass:
         min_runtime_s=spec.min_runtime,
         budget_exempt=spec.budget_exempt,
         signal=spec.signal,
+        teams=tuple(dict.fromkeys(spec.teams or ())),
+        roles=tuple(dict.fromkeys(spec.roles or ())),
     )
 
 

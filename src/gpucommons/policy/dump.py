@@ -88,6 +88,10 @@ def _priority_class(cls: PriorityClass) -> dict[str, Any]:
     }
     if cls.max_runtime_s is not None:
         out["max_runtime"] = format_duration(cls.max_runtime_s)
+    if cls.teams:
+        out["teams"] = list(cls.teams)
+    if cls.roles:
+        out["roles"] = list(cls.roles)
     return out
 
 

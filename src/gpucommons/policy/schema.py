@@ -78,6 +78,9 @@ Duration = Annotated[
 #: leave no chance to checkpoint: they are not offered.
 Signal = Literal["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"]
 
+#: Roles a priority class may be reserved to (docs/identity.md, "Roles").
+ClassRole = Literal["platform_admin", "team_admin", "team_member"]
+
 #: Tags of the two shapes a limit may take; they appear in pydantic's error locations and are
 #: stripped from the paths we show (see `gpucommons.policy.issues`).
 LIMIT_AS_NUMBER = "limit:number"
@@ -174,6 +177,16 @@ class PriorityClassSpec(_Section):
         default=False, description="Tasks of this class are admitted even when the team's budget is spent."
     )
     signal: Signal = Field(default="SIGTERM", description="The signal that asks a task to stop.")
+    teams: list[Name] | None = Field(
+        default=None,
+        description="Teams whose tasks may use the class. Absent: every team. Others are refused (403).",
+    )
+    roles: list[ClassRole] | None = Field(
+        default=None,
+        description="Who may submit tasks of the class: platform_admin, team_admin (of the task's team) "
+        "or team_member (of the task's team). Absent: anyone who may submit to the team. Platform admins "
+        "pass any roles rule, but not a teams rule.",
+    )
 
 
 class CohortSpec(_Section):

@@ -24,6 +24,9 @@ from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import TimerExecutor, make_executor
 from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
+from gpucommons.server.openapi import install_openapi
+from gpucommons.server.private_dirs import make_private_dirs
+from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
@@ -38,6 +41,7 @@ def build_context(
 ) -> ServerContext:
     """Everything a server holds; `executor` and `clock` may be given (tests drive time by hand)."""
     settings.home.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(settings.home)
     clock = clock or SystemClock()
     db = Database(settings.resolved_database_url())
     upgrade(db)
@@ -107,11 +111,17 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.state.db = ctx.db
     app.state.policy = lambda: ctx.policies.policy
     install_error_handlers(app)
-    install_auth(app)
+    settings = ctx.settings
+    install_auth(
+        app, failure_limit=settings.auth_failure_limit, failure_window_s=settings.auth_failure_window_s
+    )
     app.include_router(health.router)
     app.include_router(tasks.router)
     app.include_router(cluster.router)
     app.include_router(invoices.router)
     app.include_router(web.router)
     install_observability(app)
+    install_openapi(app)
+    # Added last, so it runs first: before the audit, any credential check and any body read.
+    app.add_middleware(RequestGuard, max_body_bytes=ctx.settings.max_body_bytes)
     return app

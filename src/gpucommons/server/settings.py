@@ -9,6 +9,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpucommons.backends.local.accounts import IsolationMode, default_home, isolation_mode
+from gpucommons.server.auth.throttle import DEFAULT_FAILURE_LIMIT, DEFAULT_WINDOW_S
+from gpucommons.server.request_guard import DEFAULT_MAX_BODY_BYTES
 from gpucommons.server.runtime import DEFAULT_GEN0_THRESHOLD
 
 
@@ -38,6 +40,12 @@ class Settings(BaseSettings):
     #: The garbage collector's young-generation threshold in `commons up` (server/runtime.py); 0
     #: leaves CPython's defaults alone (and start-up objects unfrozen).
     gc_threshold: int = Field(DEFAULT_GEN0_THRESHOLD, ge=0)
+    #: Largest request body accepted, in bytes; a larger one is refused with 413 before it is read.
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 30)
+    #: Failed authentications one client address may make within `auth_failure_window_s` before its
+    #: requests are answered 429 (0: no limit).
+    auth_failure_limit: int = Field(DEFAULT_FAILURE_LIMIT, ge=0, le=1_000_000)
+    auth_failure_window_s: float = Field(DEFAULT_WINDOW_S, gt=0, le=86_400)
 
     def isolation_mode(self) -> IsolationMode:
         if self.isolation == "auto":

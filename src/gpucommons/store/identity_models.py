@@ -10,6 +10,9 @@
   issued by web or CLI login). Only a SHA-256 of the secret is stored (`identity.tokens`). A token with a
   `user_id` acts as that user with the user's *current* roles (optionally narrowed by `role`/`team`); a
   token without one is a service token holding exactly `role` (bootstrap admin, scim, finance...).
+  `created_by_user_id` is the person the token's authority comes from (who minted it, or the person
+  behind the token that minted it); their deactivation, deletion or loss of the platform-admin role
+  revokes it, unless a platform admin made it `service_owned`.
 - `AuditEvent`: append-only record of every mutating request (who, what, when, from where, outcome).
 
 Times are float seconds since the epoch (UTC), like the control plane's tables (`store.models`).
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gpucommons.store.base import Base
@@ -91,6 +94,12 @@ class ApiToken(Base):
     secret_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float)
     created_by: Mapped[str | None] = mapped_column(String(256), default=None)
+    #: The directory user whose authority minted the token (no foreign key: the id outlives the user,
+    #: as the audit does); None for tokens minted by the bootstrap admin or a service-owned token.
+    created_by_user_id: Mapped[str | None] = mapped_column(String(64), index=True, default=None)
+    #: Set by a platform admin at creation: the token belongs to the service, not to the person who
+    #: minted it, and survives that person's deprovisioning (listed as such).
+    service_owned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     expires_at: Mapped[float | None] = mapped_column(Float, default=None)
     revoked_at: Mapped[float | None] = mapped_column(Float, default=None)
     last_used_at: Mapped[float | None] = mapped_column(Float, default=None)

@@ -182,6 +182,9 @@ def test_submit_form_creates_a_task_and_cancel_stops_it(
     page = open_page(scenario.beta_token, path="#/submit")
     page.wait_for_selector("#f-team")
     assert page.locator("#f-team option").all_inner_texts() == ["beta"]
+    # `urgent` is reserved for alpha (dashboard-policy.yaml): beta's form does not offer it.
+    classes = page.locator("#f-priority option").evaluate_all("options => options.map(o => o.value)")
+    assert classes == ["", "training", "normal"]
     page.fill("#f-gpus", "4")
     page.fill("#f-name", "beta-form")
     page.fill("#f-command", "sh -c 'echo hello from the form; sleep 600'")

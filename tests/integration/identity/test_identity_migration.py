@@ -1,4 +1,8 @@
-"""0002_identity: upgrade creates exactly the identity tables of the models; downgrade removes them."""
+"""Identity migrations, upgrade → check → downgrade on SQLite and PostgreSQL.
+
+0002_identity creates the identity tables (exactly the models' once every later revision is applied);
+0004_token_creators (after 0003_history) adds who minted each token and whether it is service-owned,
+links existing tokens to the directory user named by `created_by`, and goes away cleanly."""
 
 from __future__ import annotations
 
@@ -7,12 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
 from gpucommons.store.db import Database, sqlite_url
-from gpucommons.store.migrate import downgrade, target_metadata, upgrade
+from gpucommons.store.migrate import alembic_config, downgrade, target_metadata, upgrade
 
 IDENTITY_TABLES = {"directory_users", "directory_groups", "group_members", "api_tokens", "audit_events"}
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -39,15 +44,58 @@ def _round_trip(db: Database) -> None:
     assert _identity_diffs(db), "the comparison must see the identity tables missing before 0002"
     upgrade(db, "0002_identity")
     assert set(inspect(db.engine).get_table_names()) >= IDENTITY_TABLES
+    upgrade(db)
     assert _identity_diffs(db) == []
     downgrade(db, "0001_core")
     assert not IDENTITY_TABLES & set(inspect(db.engine).get_table_names())
     upgrade(db, "0002_identity")
 
 
+def _token_creators_round_trip(db: Database) -> None:
+    upgrade(db, "0003_history")
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO directory_users (id, user_name, user_name_key, active, attributes, created_at,"
+                " updated_at, version) VALUES ('u1', 'alice', 'alice', true, '{}', 0, 0, 1)"
+            )
+        )
+        for token_id, kind, created_by in (
+            ("a" * 16, "api", "alice"),
+            ("b" * 16, "api", "commons up"),
+            ("c" * 16, "session", "oidc:web"),
+            ("d" * 16, "api", "nobody-known"),
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO api_tokens (id, name, kind, subject, secret_hash, created_at, created_by)"
+                    " VALUES (:id, 'n', :kind, 's', 'h', 0, :by)"
+                ),
+                {"id": token_id, "kind": kind, "by": created_by},
+            )
+    upgrade(db, "0004_token_creators")
+    assert _identity_diffs(db) == []
+    command.check(alembic_config(db))
+    with db.engine.connect() as conn:
+        rows = dict(
+            conn.execute(text("SELECT id, created_by_user_id FROM api_tokens WHERE NOT service_owned")).all()
+        )
+    assert rows == {"a" * 16: "u1", "b" * 16: None, "c" * 16: None, "d" * 16: None}
+    downgrade(db, "0003_history")
+    columns = {c["name"] for c in inspect(db.engine).get_columns("api_tokens")}
+    assert not {"created_by_user_id", "service_owned"} & columns
+    upgrade(db)
+
+
 def test_identity_migration_round_trips_on_sqlite(tmp_path: Path) -> None:
     db = Database(sqlite_url(tmp_path))
     _round_trip(db)
+    db.dispose()
+
+
+def test_token_creators_migration_links_tokens_and_round_trips_on_sqlite(tmp_path: Path) -> None:
+    db = Database(sqlite_url(tmp_path))
+    _token_creators_round_trip(db)
     db.dispose()
 
 
@@ -71,3 +119,8 @@ def pg_database() -> Iterator[Database]:
 @pytest.mark.postgres
 def test_identity_migration_round_trips_on_postgresql(pg_database: Database) -> None:
     _round_trip(pg_database)
+
+
+@pytest.mark.postgres
+def test_token_creators_migration_links_tokens_and_round_trips_on_postgresql(pg_database: Database) -> None:
+    _token_creators_round_trip(pg_database)

@@ -34,8 +34,15 @@ def test_supported_filters_become_equalities(text: str, expected: list[Equals]) 
         ('userName eq "a" extra', "unexpected 'extra'"),
         ("", "empty"),
         ('(userName eq "a"', "ends too early"),
+        ("(" * 17 + 'userName eq "a"' + ")" * 17, "deeper than 16 levels"),
+        ("(" * 5000 + 'userName eq "a"' + ")" * 5000, "at most 4096"),
+        ('userName eq "' + "x" * 5000 + '"', "at most 4096"),
     ],
 )
 def test_unsupported_filters_are_refused_by_name(text: str, complaint: str) -> None:
     with pytest.raises(FilterError, match=complaint):
         parse_filter(text)
+
+
+def test_nesting_up_to_the_limit_is_read() -> None:
+    assert list(parse_filter("(" * 16 + 'userName eq "a"' + ")" * 16)) == [Equals("username", "a")]

@@ -22,7 +22,11 @@ cluster:
     - {name: h100, gpu_type: H100, nodes: 4, gpus_per_node: 8, cpus_per_node: 96, memory_gib_per_node: 1024}
     - {name: A100_80g, gpu_type: A100, nodes: 2, gpus_per_node: 8}
 priority_classes:
-  - {name: production, value: 1000, preemptible: false}
+  - name: production
+    value: 1000
+    preemptible: false
+    teams: [nlp, recsys]
+    roles: [team_admin, platform_admin]
   - {name: batch, value: -5, grace_period: 2m, checkpoint_required: true, budget_exempt: true}
 cohorts:
   - {name: company}

@@ -165,6 +165,18 @@ def test_priority_classes_and_scheduling_settings() -> None:
     assert nlp["fairSharing"] == {"weight": "2.5"}
 
 
+def test_who_may_use_a_class_travels_as_annotations_for_the_admission_check() -> None:
+    objects = _objects("full")
+    production = _one(objects, "WorkloadPriorityClass", "production")
+    assert production["metadata"]["annotations"] == {
+        "gpucommons.io/allowed-teams": "nlp,recsys",
+        "gpucommons.io/allowed-namespaces": "team-nlp,team-recsys",
+        "gpucommons.io/allowed-roles": "team_admin,platform_admin",
+    }
+    assert "teams nlp recsys" in production["description"]
+    assert "annotations" not in _one(objects, "WorkloadPriorityClass", "batch")["metadata"]
+
+
 def test_each_team_namespace_has_a_default_local_queue_for_its_cluster_queue() -> None:
     objects = _objects("example")
     queues = [o for o in objects if o["kind"] == "LocalQueue"]

@@ -107,6 +107,7 @@ def test_a_trace_history_and_a_check_replay_under_both_policies(
         small_policy,
         "--history",
         small_trace,
+        "--rule",
         "--check-trace",
         small_trace,
         "--json",
@@ -128,7 +129,9 @@ def test_a_trace_history_and_a_check_replay_under_both_policies(
 def test_the_table_shows_before_and_after_and_the_replay_side_by_side(
     small_policy: Path, small_trace: Path
 ) -> None:
-    code, stdout, _ = run("--policy", small_policy, "--history", small_trace, "--check-trace", small_trace)
+    code, stdout, _ = run(
+        "--policy", small_policy, "--history", small_trace, "--rule", "--check-trace", small_trace
+    )
     assert code == 0
     assert "nominal" in stdout and "8 →" in stdout
     assert "demand = the GPUs of each job from its submission" in stdout
@@ -158,8 +161,14 @@ def test_bad_trace_rows_are_refused_by_the_trace_reader(small_policy: Path, tmp_
     ("args", "message"),
     [
         (["--history", "missing.csv"], "missing.csv: no such trace file"),
-        (["--percentile", "150"], "percentile must be between 0 and 100"),
+        (["--rule", "--percentile", "150"], "percentile must be between 0 and 100"),
         (["--engine", "slurm", "--check-trace", "TRACE"], "--engine 'slurm'"),
+        (["--objective", "speed"], "--objective 'speed': choose one of wait, guarantee, balanced"),
+        (["--validate", "25%"], "--validate '25%': give last:P%"),
+        (["--max-change", "lots"], "--max-change 'lots'"),
+        (["--half-life", "soon"], "--half-life: 'soon' is not a duration"),
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--rule", "--objective", "wait"], "--rule and --objective exclude each other"),
     ],
 )
 def test_bad_options_end_with_exit_1_and_a_message(
@@ -181,3 +190,89 @@ def test_teams_not_in_the_policy_are_ignored_with_a_warning(small_policy: Path, 
     code, _, stderr = run("--policy", small_policy, "--history", usage)
     assert code == 0
     assert "ignored 1 GPU-hours of team 'ghost': not a team of the policy" in stderr
+
+
+def _starved_trace(tmp_path: Path) -> tuple[Path, Path]:
+    """nlp runs 4-GPU jobs all the time on 8 GPUs of quota; cv holds 24 and uses 16 a few hours a day;
+    rl has no quota and runs a 2-GPU job every 4 hours."""
+    policy = (
+        make_policy()
+        .pool("gpu", nodes=4, gpus_per_node=8)
+        .team("nlp", gpu=8)
+        .team("cv", gpu=24)
+        .team("rl", gpu=0)
+    )
+    policy_path = tmp_path / "commons.yaml"
+    policy_path.write_text(dump_policy(policy.preemption().build()))
+    rows = ["job_id,team,submit_time_s,duration_s,gpus"]
+    rows += [f"n{k},nlp,{k * 1800},7200,4" for k in range(8 * 48)]
+    rows += [f"c{d}-{i},cv,{d * 6 * 3600 + 7},{4 * 3600},8" for d in range(8 * 4) for i in range(2)]
+    rows += [f"r{k},rl,{k * 4 * 3600 + 11},3600,2" for k in range(8 * 6)]
+    trace = tmp_path / "starved.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    return policy_path, trace
+
+
+def test_a_trace_is_advised_by_replay_and_the_proposal_is_written_once_the_checks_accept_it(
+    tmp_path: Path,
+) -> None:
+    policy, trace = _starved_trace(tmp_path)
+    out, plot = tmp_path / "proposed.yaml", tmp_path / "waits.png"
+    code, stdout, stderr = run(
+        "--policy", policy, "--history", trace, "--max-replays", "8", "--workers", "2", "--json",
+        "--out", out, "--plot", plot,
+    )  # fmt: skip
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    assert data["method"] == "replay" and data["objective"]["name"] == "balanced"
+    assert data["decision"]["proposal"] is True, data["decision"]["why"]
+    nominal = {t["team"]: t["proposed"]["nominal"] for t in data["teams"]}
+    assert nominal["nlp"] > 8 and sum(nominal.values()) == 32
+    nlp = next(t for t in data["teams"] if t["team"] == "nlp")
+    assert nlp["validation_p95_s"][1] <= nlp["validation_p95_s"][0]
+    labels = {c["label"] for c in data["candidates"] if c["baseline"]}
+    assert labels == {"today", "equal split", "proportional to mean demand", "median rule"}
+    assert data["bootstrap"]["resamples"] == 500
+    written = parse_policy(out.read_text())
+    assert {t.name: t.nominal("gpu").gpus for t in written.teams} == nominal
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data["search"]["replays"] <= 8 + 2 * 10
+
+
+def test_the_table_says_today_to_proposed_the_baselines_and_why(tmp_path: Path) -> None:
+    policy, trace = _starved_trace(tmp_path)
+    code, stdout, _ = run("--policy", policy, "--history", trace, "--max-replays", "6", "--workers", "1")
+    assert code == 0
+    assert "objective: balanced" in stdout
+    assert "p95 wait validation" in stdout and "8 → " in stdout
+    assert "equal split" in stdout and "median rule" in stdout
+    assert "decision:" in stdout and "confidence:" in stdout
+    assert "• nlp: 8 → " in stdout
+
+
+def test_when_nothing_beats_today_no_policy_is_written_and_the_reason_is_given(
+    small_policy: Path, tmp_path: Path
+) -> None:
+    trace = tmp_path / "calm.csv"
+    rows = ["job_id,team,submit_time_s,duration_s,gpus"]
+    rows += [f"n{k},nlp,{k * 600},300,1" for k in range(100)] + [
+        f"c{k},cv,{k * 600 + 5},300,1" for k in range(100)
+    ]
+    trace.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "proposed.yaml"
+    code, stdout, stderr = run(
+        "--policy", small_policy, "--history", trace, "--max-replays", "6", "--workers", "1", "--out", out
+    )
+    assert code == 0, stderr
+    assert "keep today's quotas" in stdout
+    assert not out.exists() and "not written" in stderr
+
+
+def test_a_sampled_usage_file_cannot_be_replayed_so_an_objective_is_refused(
+    helios_policy: Path,
+) -> None:
+    code, _, stderr = run(
+        "--policy", helios_policy, "--history", trace_file(HELIOS_FILE), "--objective", "wait"
+    )
+    assert code == 1
+    assert "sampled usage file, which cannot be replayed" in stderr

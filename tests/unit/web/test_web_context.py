@@ -46,9 +46,19 @@ def test_member_context_names_only_the_callers_own_teams() -> None:
     assert context.me.teams == ["beta"]
     assert not context.me.platform_admin
     assert context.cluster_name == "webtest"
-    assert [c.name for c in context.priority_classes] == ["urgent", "training", "normal"]
-    assert [c.checkpoint_required for c in context.priority_classes] == [False, True, False]
+    # `urgent` is reserved for alpha: a beta member is not offered it.
+    assert [c.name for c in context.priority_classes] == ["training", "normal"]
+    assert [c.checkpoint_required for c in context.priority_classes] == [True, False]
+    assert all(c.teams == ["beta"] for c in context.priority_classes)
     assert context.default_priority_class == "normal"
+
+
+def test_classes_come_with_the_teams_the_caller_may_use_them_in() -> None:
+    admin = Principal(subject="root", platform_admin=True)
+    views = {c.name: c.teams for c in dashboard_context(admin, POLICY, gauges(0, 0, 8)).priority_classes}
+    assert views == {"urgent": ["alpha"], "training": ["alpha", "beta"], "normal": ["alpha", "beta"]}
+    outsider = Principal(subject="nobody")
+    assert dashboard_context(outsider, POLICY, gauges(0, 0, 8)).priority_classes == []
 
 
 def test_admin_context_shows_admin_role_and_team_admin_rights() -> None:

@@ -265,20 +265,49 @@ def _class_description(cls: PriorityClass) -> str:
         rules.append("checkpoint required")
     if cls.budget_exempt:
         rules.append("budget exempt")
+    if cls.teams:
+        rules.append("teams " + " ".join(cls.teams))
+    if cls.roles:
+        rules.append("roles " + " ".join(cls.roles))
     return f"GPU Commons priority class {cls.name}: " + ", ".join(rules)
 
 
-def workload_priority_classes(policy: Policy) -> list[Manifest]:
-    return [
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "WorkloadPriorityClass",
-            "metadata": _meta(k8s_name(cls.name)),
-            "value": cls.value,
-            "description": _class_description(cls),
-        }
-        for cls in policy.priority_classes
-    ]
+#: Who may use a priority class (`priority_classes[].teams` / `.roles`), for the admission-check
+#: controller to enforce: comma-separated team names, their namespaces, and roles. Absent: everyone.
+CLASS_TEAMS_ANNOTATION = "gpucommons.io/allowed-teams"
+CLASS_NAMESPACES_ANNOTATION = "gpucommons.io/allowed-namespaces"
+CLASS_ROLES_ANNOTATION = "gpucommons.io/allowed-roles"
+
+
+def _class_access(cls: PriorityClass, options: RenderOptions) -> dict[str, str]:
+    rules: dict[str, str] = {}
+    if cls.teams:
+        rules[CLASS_TEAMS_ANNOTATION] = ",".join(cls.teams)
+        namespaces = (namespace_name(t, options.namespace_prefix) for t in cls.teams)
+        rules[CLASS_NAMESPACES_ANNOTATION] = ",".join(namespaces)
+    if cls.roles:
+        rules[CLASS_ROLES_ANNOTATION] = ",".join(cls.roles)
+    return rules
+
+
+def workload_priority_classes(policy: Policy, options: RenderOptions | None = None) -> list[Manifest]:
+    options = options or RenderOptions()
+    out = []
+    for cls in policy.priority_classes:
+        metadata = _meta(k8s_name(cls.name))
+        access = _class_access(cls, options)
+        if access:
+            metadata["annotations"] = access
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": metadata,
+                "value": cls.value,
+                "description": _class_description(cls),
+            }
+        )
+    return out
 
 
 # --- RBAC --------------------------------------------------------------------------------------------
@@ -493,7 +522,7 @@ def render(policy: Policy, options: RenderOptions | None = None) -> list[Manifes
     objects: list[Manifest] = [
         *resource_flavors(policy, options),
         *cohorts(policy),
-        *workload_priority_classes(policy),
+        *workload_priority_classes(policy, options),
         *(cluster_queue(policy, team, covered, options) for team in policy.teams),
         *cluster_roles(),
         *cluster_role_bindings(policy, options),

@@ -18,6 +18,12 @@ from fastapi import FastAPI
 from gpucommons.server.auth.credentials import create_bootstrap_admin
 from gpucommons.server.auth.deps import CurrentPrincipal, current_policy, current_principal
 from gpucommons.server.auth.errors import install_error_handlers
+from gpucommons.server.auth.throttle import (
+    DEFAULT_FAILURE_LIMIT,
+    DEFAULT_WINDOW_S,
+    FailedAuthThrottle,
+    SlidingWindows,
+)
 from gpucommons.store.db import Database
 
 __all__ = [
@@ -35,10 +41,17 @@ def create_bootstrap_admin_token(db: Database) -> str:
         return create_bootstrap_admin(session, time.time()).token
 
 
-def install_auth(app: FastAPI) -> None:
+def install_auth(
+    app: FastAPI,
+    *,
+    failure_limit: int = DEFAULT_FAILURE_LIMIT,
+    failure_window_s: float = DEFAULT_WINDOW_S,
+) -> None:
     """Wire identity into the app (the app factory calls this once, after its error handlers).
 
-    Adds: the 401/403 error handlers; the audit middleware (every mutating request); sign-in routes
+    Adds: the 401/403 error handlers; the audit middleware (every mutating or refused request); the
+    throttle of failed authentications (`failure_limit` per address per `failure_window_s`, 0 = off,
+    then 429); sign-in routes
     (`/auth/*`, `/api/v1/auth/*`); `/api/v1/tokens` and `/api/v1/audit`; SCIM 2.0 at /scim/v2.
     OpenID settings come from `app.state.oidc_settings` if set, else `COMMONS_OIDC_*`.
     """
@@ -49,6 +62,8 @@ def install_auth(app: FastAPI) -> None:
 
     install_error_handlers(app)
     app.add_middleware(AuditMiddleware, root=app)
+    # Outside the audit: a blocked address costs no audit row, no credential lookup, no body read.
+    app.add_middleware(FailedAuthThrottle, windows=SlidingWindows(failure_limit, failure_window_s))
     app.include_router(routes.web)
     app.include_router(routes.api)
     app.include_router(tokens.router)

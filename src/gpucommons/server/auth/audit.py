@@ -1,7 +1,11 @@
-"""The audit log: every mutating request (POST, PUT, PATCH, DELETE) recorded after it is answered.
+"""The audit log: every mutating request (POST, PUT, PATCH, DELETE) recorded after it is answered, and
+every refused one — a failed authentication (a credential presented and answered 401) or a denial
+(403) — whatever its method, so that probing reads leave a trace too.
 
-An ASGI middleware rather than a call in each route, so that no mutating route — present or future,
-REST, SCIM or sign-in — can forget it, and refused attempts (401, 403) are recorded too. Per row:
+An ASGI middleware rather than a call in each route, so that no route — present or future, REST, SCIM
+or sign-in — can forget it. Refusals cost the refused caller nothing, so their rows are bounded
+(`DeniedBudget`): at most a few per client address a minute and a ceiling for all addresses; what is
+left out is counted in the next row written for that address (`details.suppressed`). Per row:
 who (the principal's subject and the credential id, or the token id presented if it was refused),
 what (the route template, or the action a route names with `audit_note`), when, from where (the
 client address as the server sees it; no proxy header is trusted), and the outcome (status code).
@@ -14,7 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpucommons.identity.principal import Principal
 from gpucommons.identity.tokens import parse_token
+from gpucommons.server.auth.throttle import SlidingWindows, client_address, presents_credential
 from gpucommons.store.db import Database
 from gpucommons.store.identity_models import AuditEvent
 
@@ -122,12 +129,52 @@ def build_event(scope: Scope, status: int, now: float, answer: bytes = b"") -> A
     )
 
 
-class AuditMiddleware:
-    """Writes one `AuditEvent` per mutating request, after the response has been sent."""
+#: Refusals recorded per client address a minute, and for all addresses together.
+DENIED_PER_ADDRESS = 30
+DENIED_IN_ALL = 1000
 
-    def __init__(self, app: ASGIApp, root: FastAPI) -> None:
+
+class DeniedBudget:
+    """How many refused requests get an audit row: at most `per_address` per address and `in_all`
+    together per `window_s`; the refusals left out are counted and reported with the next row."""
+
+    def __init__(
+        self,
+        per_address: int = DENIED_PER_ADDRESS,
+        in_all: int = DENIED_IN_ALL,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.by_address = SlidingWindows(per_address, window_s, clock=clock)
+        self.overall = SlidingWindows(in_all, window_s, clock=clock)
+        self._suppressed: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, address: str) -> int | None:
+        """None: leave this refusal out (counted); else write it, with how many were left out before."""
+        with self._lock:
+            if self.by_address.full_for(address) > 0 or self.overall.full_for("*") > 0:
+                if address in self._suppressed or len(self._suppressed) < self.by_address.max_keys:
+                    self._suppressed[address] = self._suppressed.get(address, 0) + 1
+                return None
+            self.by_address.add(address)
+            self.overall.add("*")
+            return self._suppressed.pop(address, 0)
+
+
+def is_refusal(scope: Scope, status: int, mutating: bool) -> bool:
+    """403; or 401 to a request that presented a credential (a failed authentication) or tried to
+    change something. A read without any credential (a browser before sign-in) is no refusal."""
+    return status == 403 or (status == 401 and (mutating or presents_credential(scope)))
+
+
+class AuditMiddleware:
+    """Writes one `AuditEvent` per mutating or refused request, after the response has been sent."""
+
+    def __init__(self, app: ASGIApp, root: FastAPI, budget: DeniedBudget | None = None) -> None:
         self.app = app
         self.root = root
+        self.budget = budget or DeniedBudget()
 
     def _database(self) -> Database | None:
         state = self.root.state
@@ -135,13 +182,10 @@ class AuditMiddleware:
         return db if isinstance(db, Database) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("method") not in MUTATING
-            or scope.get("path", "").endswith(_READS_BY_POST)
-        ):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        mutating = scope.get("method") in MUTATING and not scope.get("path", "").endswith(_READS_BY_POST)
         status = 500
         answer = bytearray()
 
@@ -149,21 +193,30 @@ class AuditMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
-            elif message["type"] == "http.response.body" and len(answer) <= _BODY_PEEK:
+            elif mutating and message["type"] == "http.response.body" and len(answer) <= _BODY_PEEK:
                 answer.extend(message.get("body", b""))
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
         finally:
-            await anyio.to_thread.run_sync(self._record, scope, status, bytes(answer))
+            suppressed: int | None = 0
+            if is_refusal(scope, status, mutating):
+                suppressed = self.budget.admit(client_address(scope))
+            elif not mutating:
+                suppressed = None
+            if suppressed is not None:
+                await anyio.to_thread.run_sync(self._record, scope, status, bytes(answer), suppressed)
 
-    def _record(self, scope: Scope, status: int, answer: bytes) -> None:
+    def _record(self, scope: Scope, status: int, answer: bytes, suppressed: int = 0) -> None:
         db = self._database()
         if db is None:
             return
         try:
+            event = build_event(scope, status, time.time(), answer)
+            if suppressed:
+                event.details = {**event.details, "suppressed": suppressed}
             with db.session() as session:
-                session.add(build_event(scope, status, time.time(), answer))
+                session.add(event)
         except Exception:  # the audit must never turn a done request into a failure
             log.exception("could not write the audit record of %s %s", scope.get("method"), scope.get("path"))

@@ -2,6 +2,12 @@
 
 Resolution happens on every request and reads the directory afresh, so a user made inactive, deleted or
 removed from a group loses the matching rights on their very next request, whatever token they hold.
+
+A token also carries the person its authority comes from (`created_by_user_id`: who minted it). When
+that person is deactivated or deleted, or loses the platform-admin role that let them mint it, the
+token is revoked with theirs (`revoke_user_credentials`, `revoke_tokens_minted_by_former_admins`), and
+until then a token whose creator no longer holds that role is refused — unless a platform admin made
+it `service_owned`: then it belongs to the service and outlives its creator.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
 
 from gpucommons.domain.model import Policy
@@ -45,6 +51,8 @@ def issue_token(
     expires_at: float | None = None,
     kind: str = API_KIND,
     created_by: str | None = None,
+    created_by_user_id: str | None = None,
+    service_owned: bool = False,
 ) -> IssuedToken:
     """Store a new token (its hash only) and return it with its one-time secret."""
     if user_id is None and role is None:
@@ -65,6 +73,8 @@ def issue_token(
         secret_hash=hash_secret(parsed[1]),
         created_at=now,
         created_by=created_by,
+        created_by_user_id=created_by_user_id,
+        service_owned=service_owned,
         expires_at=expires_at,
     )
     session.add(row)
@@ -96,6 +106,19 @@ def user_principal(
     )
 
 
+def creator_may_still_mint(session: Session, row: ApiToken, policy: Policy | None) -> bool:
+    """Whether the person `row`'s authority comes from still stands behind it: active, and a platform
+    admin (the role that mints tokens) under `policy`. Service-owned tokens and tokens without a
+    person behind them (minted by the bootstrap admin) answer True. Without a policy no role can be
+    known, so only the creator's existence and activity are checked."""
+    if row.service_owned or row.created_by_user_id is None:
+        return True
+    creator = session.get(DirectoryUser, row.created_by_user_id)
+    if creator is None or not creator.active:
+        return False
+    return policy is None or user_principal(session, creator, policy).platform_admin
+
+
 def resolve_token(session: Session, token: str, policy: Policy | None, now: float) -> Principal | None:
     """The principal a bearer token stands for right now, or None if it is not a live token."""
     parsed = parse_token(token.strip())
@@ -106,6 +129,8 @@ def resolve_token(session: Session, token: str, policy: Policy | None, now: floa
     if row is None or not verify_secret(secret, row.secret_hash):
         return None
     if row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
+        return None
+    if not creator_may_still_mint(session, row, policy):
         return None
     role = Role(row.role) if row.role is not None else None
     if row.user_id is None:
@@ -123,18 +148,50 @@ def resolve_token(session: Session, token: str, policy: Policy | None, now: floa
     return principal
 
 
+def _revoke_where(session: Session, now: float, *conditions: ColumnElement[bool]) -> int:
+    stmt = update(ApiToken).where(ApiToken.revoked_at.is_(None), *conditions)
+    result = session.execute(stmt.values(revoked_at=now).execution_options(synchronize_session="fetch"))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def revoke_user_credentials(
     session: Session, user_ids: Iterable[str], now: float, *, sessions_only: bool = False
 ) -> int:
-    """Revoke every live token and session of these users (only sign-in sessions if asked); how many."""
+    """Revoke every live token and session of these users (only sign-in sessions if asked), and —
+    unless only sessions go — every token they minted that is not service-owned; how many."""
     ids = list(user_ids)
     if not ids:
         return 0
-    stmt = update(ApiToken).where(ApiToken.user_id.in_(ids), ApiToken.revoked_at.is_(None))
     if sessions_only:
-        stmt = stmt.where(ApiToken.kind == SESSION_KIND)
-    result = session.execute(stmt.values(revoked_at=now).execution_options(synchronize_session="fetch"))
-    return int(getattr(result, "rowcount", 0) or 0)
+        return _revoke_where(session, now, ApiToken.user_id.in_(ids), ApiToken.kind == SESSION_KIND)
+    return _revoke_where(session, now, ApiToken.user_id.in_(ids)) + revoke_tokens_minted_by(session, ids, now)
+
+
+def revoke_tokens_minted_by(session: Session, user_ids: Iterable[str], now: float) -> int:
+    """Revoke the live tokens these people minted, service-owned ones excepted; how many."""
+    ids = list(user_ids)
+    if not ids:
+        return 0
+    return _revoke_where(
+        session, now, ApiToken.created_by_user_id.in_(ids), ApiToken.service_owned.is_(False)
+    )
+
+
+def revoke_tokens_minted_by_former_admins(
+    session: Session, user_ids: Iterable[str], policy: Policy | None, now: float
+) -> int:
+    """After a directory change took groups from these users: revoke the tokens minted by those of
+    them who are no longer platform admins (the role that minted them). Without a policy nobody's
+    role is known, and nothing is revoked here (resolution still refuses them; see
+    `creator_may_still_mint`)."""
+    if policy is None:
+        return 0
+    former = [
+        user.id
+        for user in session.scalars(select(DirectoryUser).where(DirectoryUser.id.in_(list(user_ids))))
+        if not user_principal(session, user, policy).platform_admin
+    ]
+    return revoke_tokens_minted_by(session, former, now)
 
 
 def revoke_token(session: Session, token_id: str, now: float) -> ApiToken | None:

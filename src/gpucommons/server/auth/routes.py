@@ -78,7 +78,7 @@ def _local_path(target: str) -> str:
     return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
 
 
-@web.get("/auth/login", name="oidc_login")
+@web.get("/auth/login", name="oidc_login", status_code=303)
 def login(request: Request, next: Annotated[str, Query(max_length=2000)] = "/") -> RedirectResponse:
     provider = oidc_provider(request)
     flow = {
@@ -103,7 +103,7 @@ def login(request: Request, next: Annotated[str, Query(max_length=2000)] = "/") 
     return response
 
 
-@web.get("/auth/callback", name="oidc_callback")
+@web.get("/auth/callback", name="oidc_callback", status_code=303)
 def callback(
     request: Request,
     code: str | None = None,

@@ -3,6 +3,11 @@
 A token is either bound to a directory user (it acts as the user, with the user's current roles,
 optionally narrowed to one role and team) or a service token holding exactly one role: `scim` for an
 IdP's provisioning connector, `finance` for a billing export, a team role for a team's CI robot.
+
+Every token records the person its authority comes from: the user who minted it or, when a token
+minted it, the person behind that token (so a chain of tokens cannot outlive the person who began
+it). A platform admin may instead make a service token `service_owned`: it then belongs to the
+service, and tokens it mints have no person behind them.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ def token_info(row: ApiToken) -> TokenInfo:
         team=row.team,
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         created_by=row.created_by,
+        created_by_user_id=row.created_by_user_id,
+        service_owned=row.service_owned,
         expires_at=utc_datetime(row.expires_at),
         revoked_at=utc_datetime(row.revoked_at),
         last_used_at=utc_datetime(row.last_used_at),
@@ -52,6 +59,19 @@ def find_user(session: Session, name_or_id: str) -> DirectoryUser | None:
     )
 
 
+def minting_person(session: Session, who: Principal) -> str | None:
+    """The directory user a token minted by `who` rests on: `who`'s user, else the person behind the
+    token `who` used (None when that token is service-owned or has no person behind it)."""
+    if who.user_id is not None:
+        return who.user_id
+    if who.credential_id is None:
+        return None
+    minter = session.get(ApiToken, who.credential_id)
+    if minter is None or minter.service_owned:
+        return None
+    return minter.created_by_user_id
+
+
 def create_token(
     session: Session, policy: Policy | None, who: Principal, body: TokenCreate, now: float
 ) -> IssuedToken:
@@ -62,7 +82,14 @@ def create_token(
     if body.team is not None and role not in (*_TEAM_ROLES, None):
         raise ValidationFailed(f"--team only goes with a team role, not {role}", {"field": "team"})
     expires_at = now + body.expires_in_s if body.expires_in_s else None
+    creator = minting_person(session, who)
     if body.user is not None:
+        if body.service_owned:
+            raise ValidationFailed(
+                "a token acting as a user belongs to that user: only a service token (--role without "
+                "--user) can be service-owned",
+                {"field": "service_owned"},
+            )
         if role is Role.SCIM:
             raise ValidationFailed("a scim token is a service token: leave out --user", {"field": "role"})
         user = find_user(session, body.user)
@@ -72,7 +99,7 @@ def create_token(
             raise Conflict(f"user {user.user_name!r} is deactivated")
         return issue_token(
             session, name=body.name, now=now, subject=user.user_name, user_id=user.id, role=role,
-            team=body.team, expires_at=expires_at, created_by=who.subject,
+            team=body.team, expires_at=expires_at, created_by=who.subject, created_by_user_id=creator,
         )  # fmt: skip
     if role is None:
         raise ValidationFailed("give --user (a token acting as that user) or --role (a service token)")
@@ -80,7 +107,8 @@ def create_token(
         raise ValidationFailed(f"a {role} service token needs --team", {"field": "team"})
     return issue_token(
         session, name=body.name, now=now, subject=body.name, role=role, team=body.team,
-        expires_at=expires_at, created_by=who.subject,
+        expires_at=expires_at, created_by=who.subject, created_by_user_id=creator,
+        service_owned=body.service_owned,
     )  # fmt: skip
 
 

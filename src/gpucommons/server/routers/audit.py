@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import select
 
+from gpucommons.api.fields import Instant
 from gpucommons.api.identity import AuditEntry
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import CurrentPrincipal
@@ -39,8 +40,8 @@ def _entry(row: AuditEvent) -> AuditEntry:
 def read_audit(
     request: Request,
     who: CurrentPrincipal,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Annotated[Instant | None, Query(description="ISO-8601; UTC without an offset")] = None,
+    until: Annotated[Instant | None, Query(description="ISO-8601, exclusive")] = None,
     actor: Annotated[str | None, Query(max_length=256)] = None,
     action: Annotated[
         str | None, Query(max_length=128, description="exact action, or a prefix ending in *")

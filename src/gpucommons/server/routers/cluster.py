@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import select
 
 from gpucommons.api import schemas
+from gpucommons.api.fields import Instant
 from gpucommons.identity.authz import Action, authorize, visible_teams
 from gpucommons.ledger.csv_io import write_usage_csv
 from gpucommons.ledger.interval import UsageInterval
@@ -76,8 +77,10 @@ def _intervals(
         )
 
 
-FromQ = Annotated[datetime | None, Query(alias="from", description="Start of the window (ISO-8601)")]
-ToQ = Annotated[datetime | None, Query(alias="to", description="End of the window, exclusive")]
+FromQ = Annotated[
+    Instant | None, Query(alias="from", description="Start of the window (ISO-8601; UTC without an offset)")
+]
+ToQ = Annotated[Instant | None, Query(alias="to", description="End of the window, exclusive (ISO-8601)")]
 
 
 @router.get("/usage", response_model=list[schemas.UsageInterval], responses=NOT_MODIFIED)

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import CommonsError, NotFound
+from gpucommons.api.fields import INT32_MAX
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
@@ -154,7 +155,7 @@ def events(
     task_id: str,
     ctx: ContextDep,
     who: CurrentPrincipal,
-    after: Annotated[int, Query(ge=0, description="Only events with a larger id")] = 0,
+    after: Annotated[int, Query(ge=0, le=INT32_MAX, description="Only events with a larger id")] = 0,
 ) -> list[schemas.TaskEvent]:
     with ctx.db.session() as session:
         row = service.get_visible(session, ctx.policies.policy, task_id, who)

@@ -16,6 +16,7 @@ from scim2_models import Error, SCIMException
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpucommons.identity.scim import allow_private_mail_domains
+from gpucommons.server.errors import database_unavailable
 from gpucommons.server.scim import discovery
 from gpucommons.server.scim.resources import GROUPS, USERS, add_root_search, add_routes
 from gpucommons.server.scim.responses import ScimResponse, error_of, error_response
@@ -47,6 +48,12 @@ async def _http(_request: Request, exc: Exception) -> ScimResponse:
 
 
 async def _unexpected(_request: Request, exc: Exception) -> ScimResponse:
+    unavailable = database_unavailable(exc)
+    if unavailable is not None:
+        log.warning("database unavailable: %s", str(exc).splitlines()[0])
+        response = error_response(503, unavailable)
+        response.headers["Retry-After"] = "1"
+        return response
     log.exception("SCIM request failed", exc_info=exc)
     return error_response(500, "internal error; see the server log")
 

@@ -5,9 +5,11 @@ need (`identity.scim.index_user`/`index_group`). Memberships live in `group_memb
 member id the IdP sent, whether or not such a user exists (a pending membership grants nothing).
 
 Revocation happens here, in the same transaction as the change that causes it:
-- a user set `active=false` or deleted loses every API token and session at once;
+- a user set `active=false` or deleted loses every API token and session at once, and so do the
+  tokens they minted (service-owned ones excepted);
 - a user removed from a group (or whose group is deleted) loses their sign-in sessions; their API
-  tokens stay but carry only the roles the directory still gives (recomputed on each request).
+  tokens stay but carry only the roles the directory still gives (recomputed on each request); if
+  the removal ends their platform-admin role, the tokens they minted are revoked too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from scim2_models import NotFoundException, UniquenessException
 from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.orm import Session
 
+from gpucommons.domain.model import Policy
 from gpucommons.identity.scim import (
     SCIM_POLICY,
     MemberEdit,
@@ -33,7 +36,10 @@ from gpucommons.identity.scim import (
     stored_resource,
 )
 from gpucommons.identity.scim_filter import Equals, FilterError, FilterValue
-from gpucommons.server.auth.credentials import revoke_user_credentials
+from gpucommons.server.auth.credentials import (
+    revoke_tokens_minted_by_former_admins,
+    revoke_user_credentials,
+)
 from gpucommons.store.identity_models import DirectoryGroup, DirectoryUser, GroupMember
 
 _Row = TypeVar("_Row", DirectoryUser, DirectoryGroup)
@@ -125,9 +131,11 @@ def _json_match(data: dict[str, Any], eq: Equals) -> bool:
 class Directory:
     """Directory operations inside one database session (one request)."""
 
-    def __init__(self, session: Session, now: float) -> None:
+    def __init__(self, session: Session, now: float, policy: Policy | None = None) -> None:
         self.session = session
         self.now = now
+        #: The current policy, to know whose platform-admin role a group change ends.
+        self.policy = policy
 
     # ------------------------------------------------------------------ users
 
@@ -283,6 +291,8 @@ class Directory:
         for member_id in added:
             self.session.add(GroupMember(group_id=group_id, member_id=member_id, added_at=self.now))
         self.session.flush()
+        if removed:
+            revoke_tokens_minted_by_former_admins(self.session, removed, self.policy, self.now)
 
     # ----------------------------------------------------------------- shared
 

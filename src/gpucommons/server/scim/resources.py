@@ -26,6 +26,7 @@ from scim2_models import (
     ResponseParameters,
     SearchRequest,
 )
+from sqlalchemy.orm import Session
 
 from gpucommons.identity.principal import Principal
 from gpucommons.identity.scim import (
@@ -38,7 +39,7 @@ from gpucommons.identity.scim import (
     normalise_resource,
 )
 from gpucommons.identity.scim_filter import Equals, FilterError, parse_filter
-from gpucommons.server.auth.deps import database
+from gpucommons.server.auth.deps import current_policy, database
 from gpucommons.server.scim.auth import scim_reader, scim_writer
 from gpucommons.server.scim.directory import Directory
 from gpucommons.server.scim.responses import ScimResponse, json_body, page
@@ -105,6 +106,10 @@ def _patch_of(model: Any) -> Any:
     return PatchOp[model]
 
 
+def _directory(request: Request, session: Session) -> Directory:
+    return Directory(session, time.time(), current_policy(request))
+
+
 def _base(request: Request) -> str:
     return str(request.base_url)
 
@@ -146,7 +151,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         request: Request, where: tuple[Equals, ...], start: int, count: int, params: Any
     ) -> ScimResponse:
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             total, rows = kind.query(d, where, start, count)
             resources = kind.render(d, rows, _base(request), _excludes_members(params))
         body = _list_of(kind.model)(
@@ -186,7 +191,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         if isinstance(resource, ScimGroup):
             dedupe_members(resource)
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             row = kind.save(d, None, resource)
             body = _one(kind, request, d, row, Context.RESOURCE_CREATION_RESPONSE, None)
         location = f"{_base(request)}{ep.lstrip('/')}/{row.id}"
@@ -202,7 +207,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
     ) -> ScimResponse:
         params = _params(kind.model, attributes, excluded)
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             body = _one(kind, request, d, kind.get(d, resource_id), Context.RESOURCE_QUERY_RESPONSE, params)
         return ScimResponse(body)
 
@@ -214,7 +219,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
             scim_policy=SCIM_POLICY,
         )
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             row = kind.get(d, resource_id)
             current = kind.render(d, [row], _base(request), False)[0]
             incoming.replace(current)  # read-only attributes kept, immutable ones checked
@@ -238,7 +243,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
         edits = members_only_patch(payload) if kind is GROUPS else None
         if edits is not None:
             with database(request).session() as session:
-                d = Directory(session, time.time())
+                d = _directory(request, session)
                 row = d.edit_members(d.group(resource_id), edits)
                 body = _one(kind, request, d, row, Context.RESOURCE_PATCH_RESPONSE, params)
             return ScimResponse(body)
@@ -246,7 +251,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
             payload, scim_ctx=Context.RESOURCE_PATCH_REQUEST, scim_policy=SCIM_POLICY
         )
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             row = kind.get(d, resource_id)
             resource = kind.render(d, [row], _base(request), False)[0]
             if operations.patch(resource, scim_policy=SCIM_POLICY):
@@ -259,7 +264,7 @@ def add_routes(router: APIRouter, kind: Kind[Any]) -> None:
     @router.delete(ep + "/{resource_id}", status_code=204, name=f"scim_delete_{kind.name}")
     def remove(request: Request, resource_id: str, _: Writer) -> Response:
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             kind.delete(d, kind.get(d, resource_id))
         return Response(status_code=204)
 
@@ -281,7 +286,7 @@ def add_root_search(router: APIRouter) -> None:
         resources: list[Any] = []
         total = 0
         with database(request).session() as session:
-            d = Directory(session, time.time())
+            d = _directory(request, session)
             kinds: tuple[Kind[Any], ...] = (USERS, GROUPS)
             for kind in kinds:
                 # The page may straddle the two kinds: offset into this kind, then what is left.

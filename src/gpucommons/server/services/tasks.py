@@ -16,10 +16,12 @@ from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import Conflict, NotFound, ValidationFailed
+from gpucommons.api.errors import Forbidden as ForbiddenError
 from gpucommons.domain.model import Policy, Team
 from gpucommons.domain.resources import Resources
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize, visible_teams
+from gpucommons.identity.classes import class_denial
 from gpucommons.identity.principal import Principal
 from gpucommons.server.services.checkpoints import parse_checkpoint, require_declaration
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
@@ -62,6 +64,18 @@ def submit(
     except KeyError:
         names = ", ".join(c.name for c in policy.priority_classes)
         raise _invalid("priority", f"unknown priority class {body.priority!r}; classes: {names}") from None
+    denial = class_denial(who, pclass, team.name)
+    if denial is not None:
+        raise ForbiddenError(
+            f"not allowed to {Action.TASK_SUBMIT.value} on team {team.name!r}: {denial}",
+            {
+                "action": Action.TASK_SUBMIT.value,
+                "team": team.name,
+                "priority_class": pclass.name,
+                "teams": list(pclass.teams),
+                "roles": list(pclass.roles),
+            },
+        )
     if body.pool is not None:
         if not policy.has_pool(body.pool):
             raise _invalid(

@@ -14,7 +14,8 @@ from collections import defaultdict
 from pydantic import BaseModel
 
 from gpucommons.domain.model import Policy
-from gpucommons.identity.authz import Action, authorize
+from gpucommons.identity.authz import Action, authorize, is_allowed
+from gpucommons.identity.classes import usable_teams
 from gpucommons.identity.principal import Principal
 from gpucommons.server.metrics import GaugeSnapshot
 
@@ -47,6 +48,9 @@ class PriorityClassView(BaseModel):
     value: int
     preemptible: bool
     checkpoint_required: bool
+    #: The caller's teams whose tasks the caller may put in this class (the submit form offers the
+    #: class only for them; `identity.classes`).
+    teams: list[str] = []
 
 
 class DashboardContext(BaseModel):
@@ -55,6 +59,7 @@ class DashboardContext(BaseModel):
     #: Every team of the policy (names only; what the caller may see of each is the API's business).
     team_names: list[str]
     pools: list[PoolView]
+    #: The classes the caller may use in at least one team, highest first.
     priority_classes: list[PriorityClassView]
     default_priority_class: str
 
@@ -96,6 +101,25 @@ def pool_views(policy: Policy, gauges: GaugeSnapshot) -> list[PoolView]:
     return views
 
 
+def class_views(principal: Principal, policy: Policy) -> list[PriorityClassView]:
+    """The classes the caller may use, each with the teams they may use it in (highest first)."""
+    submit_to = [t for t in policy.team_names if is_allowed(principal, Action.TASK_SUBMIT, t)]
+    views = []
+    for c in sorted(policy.priority_classes, key=lambda c: -c.value):
+        teams = usable_teams(principal, c, submit_to)
+        if teams:
+            views.append(
+                PriorityClassView(
+                    name=c.name,
+                    value=c.value,
+                    preemptible=c.preemptible,
+                    checkpoint_required=c.checkpoint_required,
+                    teams=teams,
+                )
+            )
+    return views
+
+
 def dashboard_context(principal: Principal, policy: Policy, gauges: GaugeSnapshot) -> DashboardContext:
     authorize(principal, Action.CLUSTER_READ)
     return DashboardContext(
@@ -103,14 +127,6 @@ def dashboard_context(principal: Principal, policy: Policy, gauges: GaugeSnapsho
         me=caller(principal),
         team_names=list(policy.team_names),
         pools=pool_views(policy, gauges),
-        priority_classes=[
-            PriorityClassView(
-                name=c.name,
-                value=c.value,
-                preemptible=c.preemptible,
-                checkpoint_required=c.checkpoint_required,
-            )
-            for c in sorted(policy.priority_classes, key=lambda c: -c.value)
-        ],
+        priority_classes=class_views(principal, policy),
         default_priority_class=policy.default_priority_class,
     )

@@ -27,15 +27,7 @@ export function render(options, ctx) {
       "Tasks that may be preempted should save their state on SIGTERM."),
     field("Team", teamField),
     field("GPUs", h("input", { name: "gpus", id: "f-gpus", type: "number", min: 0, max: 100000, step: 1, value: 1, required: true, inputmode: "numeric" })),
-    field(
-      "Priority class",
-      h(
-        "select",
-        { name: "priority", id: "f-priority" },
-        h("option", { value: "" }, options.defaultClass ? `default (${options.defaultClass})` : "the policy's default"),
-        options.classes.map((c) => h("option", { value: c.name }, classLabel(c))),
-      ),
-    ),
+    field("Priority class", h("select", { name: "priority", id: "f-priority" }, classOptions(options, teamField.value))),
     field(
       "Pool",
       h(
@@ -68,6 +60,14 @@ export function render(options, ctx) {
     errorBox,
     h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary", id: "submit-button" }, "Submit task")),
   );
+
+  // A class reserved to other teams (or roles) is not offered: the choice follows the team.
+  teamField.addEventListener("change", () => {
+    const select = form.elements.priority;
+    const chosen = select.value;
+    select.replaceChildren(...classOptions(options, teamField.value));
+    if ([...select.options].some((o) => o.value === chosen)) select.value = chosen;
+  });
 
   async function onSubmit(event) {
     event.preventDefault();
@@ -115,6 +115,15 @@ export function render(options, ctx) {
   }
 
   return [h("h1", {}, "Submit a task"), form];
+}
+
+/** The class choices for `team`: the default, then the classes the caller may use in that team. */
+function classOptions(options, team) {
+  const usable = options.classes.filter((c) => !team || !c.teams || c.teams.includes(team));
+  return [
+    h("option", { value: "" }, options.defaultClass ? `default (${options.defaultClass})` : "the policy's default"),
+    ...usable.map((c) => h("option", { value: c.name }, classLabel(c))),
+  ];
 }
 
 /** "training (500; needs checkpoints)": what a person needs to know to pick a class. */

@@ -1,0 +1,310 @@
+"""Objective-driven quota advice: search on the older history, choose on the newer, report both.
+
+    fit, validation = split_history(jobs)          # rolling time split, older part decayed
+    today  = replay(today's quotas) on both
+    search = seeds + screened moves, on fit        # gpucommons.planning.quota_search
+    finalists = the search's last points + the best seeds, replayed on validation
+    chosen = the best finalist on validation that keeps every rule on fit *and* on validation
+             and whose mean p95 wait beats today's there; if none: keep today's quotas
+
+Baselines (today, equal split, proportional to mean demand, the median rule) go through the same
+replays so the report shows what the search bought. Pure: replays come from the caller's
+`Evaluate`, which may run them in other processes; everything here is deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from gpucommons.domain import Policy
+from gpucommons.domain.model import Isolation
+from gpucommons.planning.block_bootstrap import BootstrapResult, week_block_bootstrap
+from gpucommons.planning.objectives import Objective, Rules, Verdict, judge
+from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, largest_jobs, seeds
+from gpucommons.planning.quota_search import Evaluate, SearchProgress, SearchSettings, SearchTrace, search
+from gpucommons.planning.quota_space import MaxChange, QuotaSpace, QuotaVector, apply_vector, build_space
+from gpucommons.planning.replay_score import HOUR, ReplayScore, ValidationSplit, Window, split_history
+from gpucommons.planning.whatif import short_duration
+from gpucommons.sim import SimJob
+
+#: How many points of the search path, and how many seeds, go on to validation.
+PATH_FINALISTS = 3
+SEED_FINALISTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AdviceSettings:
+    objective: Objective = Objective.BALANCED
+    max_regression: float = 0.10
+    exempt_below_s: float = HOUR
+    validate: ValidationSplit = field(default_factory=lambda: ValidationSplit(share=0.25))
+    half_life_s: float | None = 14 * 86400.0
+    whole_nodes: bool = False
+    max_change: MaxChange = field(default_factory=MaxChange)
+    engine: str = "commons"
+    search: SearchSettings = field(default_factory=SearchSettings)
+    seed: int = 0
+    bootstrap_resamples: int = 500
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(self.objective, self.max_regression, self.exempt_below_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A quota vector replayed on both windows and judged against today's on each."""
+
+    label: str
+    vector: QuotaVector
+    fit: ReplayScore
+    validation: ReplayScore
+    fit_verdict: Verdict
+    validation_verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class TeamChange:
+    team: str
+    pool: str
+    today: int
+    proposed: int
+    #: Seconds: p95 wait on the fit window (decayed) and on the validation window, today → proposed.
+    fit_p95: tuple[float, float]
+    validation_p95: tuple[float, float]
+    #: Seconds owed and not had (guarantee violations), fit + validation, today → proposed.
+    violation: tuple[float, float]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayAdvice:
+    settings: AdviceSettings
+    fit: Window
+    validation: Window
+    space: QuotaSpace
+    trace: SearchTrace
+    today: Judged
+    baselines: dict[str, Judged]
+    finalists: tuple[Judged, ...]
+    #: None: keep today's quotas (`why` says why).
+    chosen: Judged | None
+    why: str
+    teams: tuple[TeamChange, ...]
+    bootstrap: BootstrapResult | None
+    current: Policy
+    proposed: Policy
+    replays: int
+    #: Teams sized by nobody: (team, pool, why) for the report.
+    kept: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def result(self) -> Judged:
+        return self.chosen if self.chosen is not None else self.today
+
+
+def _reason(change: TeamChange, need_gpus: float, *, chosen: bool) -> str:
+    fit_b, fit_a = change.fit_p95
+    val_b, val_a = change.validation_p95
+    waits = (
+        f"p95 wait {short_duration(fit_b)} → {short_duration(fit_a)} on the fit days, "
+        f"{short_duration(val_b)} → {short_duration(val_a)} on the validation days"
+    )
+    if not chosen or change.today == change.proposed:
+        return f"{change.team}: {change.proposed} GPUs, unchanged ({waits})."
+    if change.proposed > change.today:
+        return f"{change.team}: {change.today} → {change.proposed} GPUs, because its jobs waited ({waits})."
+    if need_gpus <= change.proposed:
+        return (
+            f"{change.team}: {change.today} → {change.proposed} GPUs, because it asked for at most "
+            f"{need_gpus:.0f} GPUs 95% of the time others waited, which {change.proposed} still "
+            f"covers ({waits})."
+        )
+    return (
+        f"{change.team}: {change.today} → {change.proposed} GPUs, because what it gives up shortens other "
+        f"teams' waits more than its own grows ({waits})."
+    )
+
+
+def _team_changes(space: QuotaSpace, today: Judged, result: Judged, chosen: bool) -> tuple[TeamChange, ...]:
+    out = []
+    for i, entry in enumerate(space.entries):
+
+        def p95(score: ReplayScore, team: str = entry.team) -> float:
+            t = score.teams.get(team)
+            return t.wait_p95_s if t else 0.0
+
+        def owed(a: ReplayScore, b: ReplayScore, team: str = entry.team) -> float:
+            return sum(s.teams[team].violation_s for s in (a, b) if team in s.teams)
+
+        change = TeamChange(
+            entry.team,
+            entry.pool,
+            entry.today,
+            result.vector[i],
+            (p95(today.fit), p95(result.fit)),
+            (p95(today.validation), p95(result.validation)),
+            (owed(today.fit, today.validation), owed(result.fit, result.validation)),
+            "",
+        )
+        need = result.fit.teams[entry.team].need_gpus if entry.team in result.fit.teams else 0.0
+        out.append(
+            TeamChange(
+                change.team,
+                change.pool,
+                change.today,
+                change.proposed,
+                change.fit_p95,
+                change.validation_p95,
+                change.violation,
+                _reason(change, need, chosen=chosen),
+            )
+        )
+    return tuple(out)
+
+
+def _choose(
+    today: Judged, finalists: Sequence[Judged], space: QuotaSpace, objective: Objective
+) -> tuple[Judged | None, str]:
+    eligible = [f for f in finalists if f.vector != today.vector and space.contains(f.vector)]
+    good = [f for f in eligible if f.fit_verdict.feasible and f.validation_verdict.feasible]
+    base = today.validation.mean_p95_s
+    if objective is Objective.GUARANTEE:
+        better = [
+            f
+            for f in good
+            if (f.validation.violation_s, f.validation.mean_p95_s) < (today.validation.violation_s, base)
+        ]
+    else:
+        better = [f for f in good if f.validation.mean_p95_s < base]
+    if better:
+        best = min(
+            better,
+            key=lambda f: (f.validation_verdict.key(objective), space.moved_gpus(today.vector, f.vector)),
+        )
+        return best, (
+            f"{best.label}: mean p95 wait {short_duration(base)} → "
+            f"{short_duration(best.validation.mean_p95_s)} on the validation days it never saw, "
+            "no team worse beyond the allowed margin"
+        )
+    if not eligible:
+        return None, "keep today's quotas: the search found no other quotas to try"
+    closest = min(eligible, key=lambda f: f.validation_verdict.key(objective))
+    if not good:
+        worst = closest.validation_verdict.regressions or closest.fit_verdict.regressions
+        if worst:
+            team, (before, after) = sorted(worst.items())[0]
+            return None, (
+                f"keep today's quotas: the best candidate ({closest.label}) would make {team} wait "
+                f"longer ({short_duration(before)} → {short_duration(after)} at p95)"
+            )
+        return None, (
+            f"keep today's quotas: the best candidate ({closest.label}) breaks the rules on the "
+            "validation days (more guarantee violations or jobs that never start)"
+        )
+    return None, (
+        f"keep today's quotas: nothing beat them on the validation days (best: {closest.label}, mean "
+        f"p95 wait {short_duration(closest.validation.mean_p95_s)} vs today's {short_duration(base)})"
+    )
+
+
+def advise_by_replay(
+    policy: Policy,
+    jobs: Sequence[SimJob],
+    settings: AdviceSettings,
+    evaluate_for: Callable[[QuotaSpace, dict[str, Window]], Evaluate],
+    on_progress: SearchProgress | None = None,
+) -> ReplayAdvice:
+    """Search, validate, choose. `evaluate_for(space, windows)` gives the (cached, parallel) replayer."""
+    fit, validation = split_history(jobs, settings.validate, settings.half_life_s)
+    pools = demand_pools(policy, jobs)
+    largest = largest_jobs(policy, jobs)
+    space = build_space(
+        policy, pools, whole_nodes=settings.whole_nodes, max_change=settings.max_change, largest_job=largest
+    )
+    free = build_space(policy, pools, whole_nodes=settings.whole_nodes)
+    windows = {"fit": fit, "validation": validation}
+    inner = evaluate_for(space, windows)
+    asked: set[tuple[QuotaVector, str]] = set()
+
+    def evaluate(requests: Sequence[tuple[QuotaVector, str]]) -> list[ReplayScore]:
+        asked.update(requests)
+        return inner(requests)
+
+    rules = settings.rules
+    today_vector = space.today()
+    today_fit, today_val = evaluate([(today_vector, "fit"), (today_vector, "validation")])
+    planned = settings.search.max_replays + 2 * (PATH_FINALISTS + SEED_FINALISTS + len(REPORTED))
+
+    def progress(done: int, _planned: int, text: str) -> None:
+        if on_progress is not None:
+            on_progress(done, planned, text)
+
+    starts = seeds(policy, space, fit)
+    trace = search(space, starts, today_fit, evaluate, rules, settings.search, progress)
+    reported = {name: vector for name, vector in seeds(policy, free, fit).items() if name in REPORTED}
+    reported[TODAY] = today_vector
+
+    candidates: dict[QuotaVector, str] = {}
+    for point in reversed(trace.path[-PATH_FINALISTS:]):
+        candidates.setdefault(point.vector, point.label if point is not trace.best else "search best")
+    ranked_seeds = sorted(
+        (s for s in trace.seeds.values() if space.contains(s.vector)),
+        key=lambda s: s.verdict.key(settings.objective),
+    )
+    for s in ranked_seeds[:SEED_FINALISTS]:
+        candidates.setdefault(s.vector, s.label)
+    for name, vector in reported.items():
+        candidates.setdefault(vector, name)
+    progress(trace.replays, planned, f"validating {len(candidates)} candidates on the newest days")
+    vectors = list(candidates)
+    requests = [(v, w) for v in vectors for w in ("fit", "validation")]
+    scores = evaluate(requests)
+    judged: dict[QuotaVector, Judged] = {}
+    for k, vector in enumerate(vectors):
+        f, v = scores[2 * k], scores[2 * k + 1]
+        judged[vector] = Judged(
+            candidates[vector], vector, f, v, judge(f, today_fit, rules), judge(v, today_val, rules)
+        )
+    today = replace(judged[today_vector], label=TODAY)
+    baselines = {name: replace(judged[vector], label=name) for name, vector in reported.items()}
+    finalists = tuple(j for j in judged.values() if space.contains(j.vector))
+    chosen, why = _choose(today, finalists, space, settings.objective)
+    result = chosen if chosen is not None else today
+    bootstrap = None
+    if chosen is not None:
+        bootstrap = week_block_bootstrap(
+            [today.fit, today.validation],
+            [chosen.fit, chosen.validation],
+            [fit, validation],
+            resamples=settings.bootstrap_resamples,
+            seed=settings.seed,
+        )
+    proposed = apply_vector(policy, space, chosen.vector) if chosen is not None else policy
+    kept = tuple(
+        (t.name, q.pool, "dedicated nodes" if t.isolation is Isolation.DEDICATED else "no demand in history")
+        for t in policy.teams
+        for q in t.quotas
+        if all((e.team, e.pool) != (t.name, q.pool) for e in space.entries)
+    )
+    if on_progress is not None:
+        on_progress(len(asked), len(asked), "done")  # the bar ends full
+    return ReplayAdvice(
+        settings=settings,
+        fit=fit,
+        validation=validation,
+        space=space,
+        trace=trace,
+        today=today,
+        baselines=baselines,
+        finalists=finalists,
+        chosen=chosen,
+        why=why,
+        teams=_team_changes(space, today, result, chosen is not None),
+        bootstrap=bootstrap,
+        current=policy,
+        proposed=proposed,
+        replays=len(asked),
+        kept=kept,
+    )
