@@ -3,10 +3,21 @@ of the task list (`after` cursor in a `Link: rel=next` header; the body stays a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from tests.integration.server.conftest import Harness
 
+from gpucommons.backends.clock import SystemClock
+from gpucommons.server.executors import TimerExecutor
+
 POLLED = ["/api/v1/tasks", "/api/v1/queue", "/api/v1/teams", "/api/v1/usage"]
+
+
+@pytest.fixture
+def harness(make_harness: Callable[..., Harness]) -> Harness:
+    """Tasks are timers (`sleep 600` holds its GPUs, and no process outlives the test)."""
+    return make_harness(executor=TimerExecutor(SystemClock()))
 
 
 @pytest.mark.parametrize("path", POLLED)
