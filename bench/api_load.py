@@ -41,9 +41,10 @@ and with this one, alternating which goes first, and prints the ratios; the clie
 per request for both, so its CPU per request is the control: when it differs between the two, the
 machine's load changed between them.
 
-`--profile DIR` samples the server with `py-spy record` (100 Hz, `--idle` off, `--native` with
-`--native`) during each measured window, writes the raw collapsed stacks to DIR, and prints the frames
-with the most samples, by own time and by inclusive time.
+`--profile DIR` (needs `pip install py-spy`) samples the server with `py-spy record --gil` (the thread
+holding the GIL, 100 Hz; native frames too with `--native`) during each measured window, writes the
+raw collapsed stacks to DIR, and prints the share of samples per area of the server (scheduler
+thread, event loop, each route, authentication, audit, ...) and the frames with the most own samples.
 """
 
 from __future__ import annotations
