@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal as _signal
 from dataclasses import dataclass, field
 
-from gpucommons.backends.ports import Clock, ExitStatus, Handle, Launch
+from gpucommons.backends.ports import BackendTraits, Clock, ExecutorBase, ExitStatus, Handle, Launch
 
 SUCCESS = ExitStatus(code=0)
 
@@ -45,9 +45,11 @@ class FakeAttempt:
     status: ExitStatus | None = None
 
 
-class FakeExecutor:
+class FakeExecutor(ExecutorBase):
     """`ports.Executor` in memory. `restarted()` gives a new instance that sees the same attempts,
     as a restarted server sees the processes that survived it."""
+
+    traits = BackendTraits(name="fake")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock

@@ -1,15 +1,71 @@
-"""The ports the control plane drives: where tasks run, and what time it is.
+"""The ports the control plane drives: where tasks run, who admits them, and what time it is.
 
-The server's services talk only to these Protocols; `backends.local` implements them with real
-processes, `backends.kubernetes` with Jobs, and tests may use `backends.fake`.
+A backend says what it is in `BackendTraits`, so the server never asks which class it holds:
+
+- who admits: `Admitter.ENGINE` — our engine decides who runs where and the backend starts what
+  it is told (`Executor`: local processes, Slurm jobs, in-process timers); `Admitter.CLUSTER` — the
+  cluster's own admission decides (Kueue on Kubernetes) and the backend reports what happened
+  (`ClusterBackend`, in `backends.kubernetes.backend`);
+- how an attempt stops: `StopStyle.SIGNAL` — the control plane sends the class's signal, waits out
+  the grace period and kills; `StopStyle.DELETE` — it deletes, and the cluster enforces the grace;
+- whether attempts outlive the server (then each handle is stored before the next start).
+
+`backends.local` implements `Executor` with real processes, `server.executors` with timers,
+`backends.fake` in memory for tests. Nothing here imports an implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from gpucommons.domain.model import Policy
+
+
+class Admitter(StrEnum):
+    """Who decides that a task may hold GPUs."""
+
+    ENGINE = "engine"
+    CLUSTER = "cluster"
+
+
+class StopStyle(StrEnum):
+    """How the control plane stops an attempt (preemption, cancel, max_runtime)."""
+
+    SIGNAL = "signal"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTraits:
+    """What a backend is, stated rather than guessed from its class."""
+
+    #: `local`, `timer`, `kubernetes`, `slurm`, `fake`: shown by /healthz and `commons up`.
+    name: str
+    admits: Admitter = Admitter.ENGINE
+    stops: StopStyle = StopStyle.SIGNAL
+    #: True when an attempt keeps running if the server dies (processes, cluster jobs): its handle
+    #: is stored before the next start, so a crash never leaves a running attempt nobody knows.
+    #: False for attempts that die with the server (timers): a cycle's starts are stored at once.
+    attempts_outlive_server: bool = True
+
+
+class LaunchError(RuntimeError):
+    """An attempt could not be started; the message says why (it becomes the task's failure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workplace:
+    """Where and as whom an attempt runs: its working directory, checkpoint directory, account."""
+
+    workdir: Path
+    checkpoint_dir: Path
+    #: The team's account when teams are isolated by accounts; None = the server's own user.
+    run_as: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +110,26 @@ class ExitStatus:
 
 
 class Executor(Protocol):
-    """Starts, signals and watches task attempts."""
+    """A backend whose attempts our engine admits: starts, signals and watches them.
+
+    Subclass `ExecutorBase` for the optional parts' defaults.
+    """
+
+    traits: BackendTraits
+
+    def use_policy(self, policy: Policy) -> None:
+        """The policy changed (and with it, perhaps, the pools): find the inventory again."""
+
+    def workplace(self, team: str, task_id: str) -> Workplace | None:
+        """Prepare where the attempt runs (the team's account and workspace); None: the server's
+        default place (its home, its own user). Raises `LaunchError` saying what is wrong."""
+
+    def device_indices(self, pool: str, gpu_indices: tuple[int, ...]) -> tuple[int, ...]:
+        """The engine's pool-wide GPU numbers as the backend's devices (CUDA_VISIBLE_DEVICES)."""
+
+    def on_exit(self, wake: Callable[[], None]) -> None:
+        """Call `wake` when an attempt ends, if the backend can tell at once; otherwise the
+        scheduler notices at its next poll."""
 
     def start(self, launch: Launch) -> Handle: ...
 
@@ -69,6 +144,31 @@ class Executor(Protocol):
 
     def is_alive(self, handle: Handle) -> bool:
         """True when the attempt's process still runs (used to re-adopt after a restart)."""
+
+    def release(self, handle: Handle) -> None:
+        """The end of the attempt is recorded (committed): forget it, delete what told of it."""
+
+
+class ExecutorBase:
+    """Defaults for `Executor`'s optional parts: no preparation, devices numbered as the engine
+    numbers them, no exit notifications, nothing to release."""
+
+    traits: BackendTraits
+
+    def use_policy(self, policy: Policy) -> None:
+        return None
+
+    def workplace(self, team: str, task_id: str) -> Workplace | None:
+        return None
+
+    def device_indices(self, pool: str, gpu_indices: tuple[int, ...]) -> tuple[int, ...]:
+        return gpu_indices
+
+    def on_exit(self, wake: Callable[[], None]) -> None:
+        return None
+
+    def release(self, handle: Handle) -> None:
+        return None
 
 
 class Clock(Protocol):

@@ -13,15 +13,13 @@ from fastapi import FastAPI
 
 from gpucommons import __version__
 from gpucommons.backends.clock import SystemClock
-from gpucommons.backends.local.accounts import TeamAccounts
-from gpucommons.backends.local.inventory import discover_inventory
 from gpucommons.backends.ports import Clock, Executor
 from gpucommons.server import web
 from gpucommons.server.auth import install_auth
 from gpucommons.server.cluster_metrics import ClusterCollector
 from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
 from gpucommons.server.errors import install_error_handlers
-from gpucommons.server.executors import TimerExecutor, make_executor
+from gpucommons.server.executors import make_executor
 from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
 from gpucommons.server.openapi import install_openapi
@@ -47,13 +45,7 @@ def build_context(
     upgrade(db)
     policy, version = policies.load_at_startup(db, settings.policy, clock.now())
     holder = PolicyHolder(policy, version)
-    if executor is None:
-        executor, executor_name = make_executor(settings, clock)
-    else:
-        executor_name = type(executor).__name__
-    local = executor_name == "local"
-    inventory = discover_inventory if local else None
-    accounts = TeamAccounts(settings.home, mode=settings.isolation_mode()) if local else None
+    executor = executor or make_executor(settings, clock)
     metrics = Metrics()
     scheduler = Scheduler(
         db,
@@ -61,17 +53,12 @@ def build_context(
         executor,
         clock,
         LaunchBuilder(
-            TaskPaths(settings.home),
-            server_url=f"http://{settings.host}:{settings.port}",
-            accounts=accounts,
-            inventory=inventory,
+            TaskPaths(settings.home), executor, server_url=f"http://{settings.host}:{settings.port}"
         ),
         tick_s=settings.scheduler_tick_s,
         hooks=metrics,
-        batch_starts=isinstance(executor, TimerExecutor),
     )
-    if isinstance(executor, TimerExecutor):
-        executor.set_on_exit(scheduler.wake)
+    executor.on_exit(scheduler.wake)
     metrics.watch_state(lambda: views.gauges(scheduler))
     metrics.registry.register(ClusterCollector(db, scheduler, clock))
     return ServerContext(
@@ -81,7 +68,7 @@ def build_context(
         clock=clock,
         seq=SeqAllocator(db),
         executor=executor,
-        executor_name=executor_name,
+        executor_name=executor.traits.name,
         metrics=metrics,
         scheduler=scheduler,
     )

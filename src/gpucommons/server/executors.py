@@ -1,4 +1,8 @@
-"""Which executor runs tasks: real processes (`local`), or in-process timers for benchmarks (`timer`)."""
+"""Which backend runs tasks: real processes (`local`), or in-process timers for benchmarks (`timer`).
+
+`make_executor` is the one place that names the engine-admitted backends: the app factory asks it for
+an `Executor` and from then on reads only the port (`backends.ports`).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch
+from gpucommons.backends.ports import BackendTraits, Clock, Executor, ExecutorBase, ExitStatus, Handle, Launch
 from gpucommons.server.settings import Settings
 
 
@@ -21,13 +25,15 @@ class _Timer:
     status: ExitStatus
 
 
-class TimerExecutor:
+class TimerExecutor(ExecutorBase):
     """`ports.Executor` without processes: a task `sleep N` ends N seconds after its start.
 
     Any other command ends at once with code 0. A signal ends a task at once (as a task that saves
     on SIGTERM and exits would); SIGKILL likewise. One thread wakes the scheduler at each end, so
     benchmarks measure the control plane (HTTP, store, engine), not process start-up.
     """
+
+    traits = BackendTraits(name="timer", attempts_outlive_server=False)
 
     def __init__(self, clock: Clock, on_exit: Callable[[], None] | None = None) -> None:
         self._clock = clock
@@ -39,8 +45,8 @@ class TimerExecutor:
         self._thread = threading.Thread(target=self._wake_loop, name="commons-timer-executor", daemon=True)
         self._thread.start()
 
-    def set_on_exit(self, on_exit: Callable[[], None]) -> None:
-        self._on_exit = on_exit
+    def on_exit(self, wake: Callable[[], None]) -> None:
+        self._on_exit = wake
 
     @staticmethod
     def duration(command: tuple[str, ...]) -> float:
@@ -108,9 +114,16 @@ class TimerExecutor:
                 self._on_exit()
 
 
-def make_executor(settings: Settings, clock: Clock) -> tuple[Executor, str]:
+def make_executor(settings: Settings, clock: Clock) -> Executor:
+    """The backend `settings.executor` names, wired to this machine (accounts, GPU inventory)."""
     if settings.executor == "timer":
-        return TimerExecutor(clock), "timer"
+        return TimerExecutor(clock)
     from gpucommons.backends.local import LocalExecutor
+    from gpucommons.backends.local.accounts import TeamAccounts
+    from gpucommons.backends.local.inventory import discover_inventory
 
-    return LocalExecutor(settings.home / "run"), "local"
+    return LocalExecutor(
+        settings.home / "run",
+        accounts=TeamAccounts(settings.home, mode=settings.isolation_mode()),
+        inventory=discover_inventory,
+    )

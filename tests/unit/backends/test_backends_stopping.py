@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from gpucommons.backends.local.stopping import StopAction, StopPlan, StopStep, next_stop_step, parse_signal
+from gpucommons.domain.stopping import StopAction, StopPlan, StopStep, next_stop_step, parse_signal
 
 PLAN = StopPlan(issued_at=100.0, grace_s=30.0, signum=signal.SIGUSR1)
 

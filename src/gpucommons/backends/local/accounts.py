@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from gpucommons.backends.ports import LaunchError
+
 DEFAULT_PREFIX = "commons-"
 #: Linux (useradd, utmp) refuses longer user names.
 MAX_ACCOUNT_LENGTH = 32
@@ -41,7 +43,7 @@ PRIVATE_FILES = ("commons.db", "commons.db-wal", "commons.db-shm", "admin-token"
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 
 
-class AccountError(RuntimeError):
+class AccountError(LaunchError):
     """A team account or workspace could not be set up; the message says what to do."""
 
 

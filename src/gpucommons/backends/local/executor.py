@@ -20,8 +20,9 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpucommons.backends.local.environment import task_environment
 from gpucommons.backends.local.exitfile import read_exit_file, status_from_returncode
@@ -33,14 +34,27 @@ from gpucommons.backends.local.procfs import (
     start_marker,
 )
 from gpucommons.backends.local.task_path import account_path
-from gpucommons.backends.ports import ExitStatus, Handle, Launch
+from gpucommons.backends.ports import (
+    BackendTraits,
+    ExecutorBase,
+    ExitStatus,
+    Handle,
+    Launch,
+    Workplace,
+)
+from gpucommons.backends.ports import LaunchError as PortLaunchError
+
+if TYPE_CHECKING:
+    from gpucommons.backends.local.accounts import TeamAccounts
+    from gpucommons.backends.local.inventory import Inventory
+    from gpucommons.domain.model import Policy
 
 RUNNER_MODULE = "gpucommons.backends.local.runner"
 #: Task logs: written by the task through the descriptor it inherits, read by the server only.
 LOG_MODE = 0o640
 
 
-class LaunchError(RuntimeError):
+class LaunchError(PortLaunchError):
     """The attempt could not be started; the message says why (for the task's events)."""
 
 
@@ -63,8 +77,14 @@ def _recorded(handle: Handle) -> ExitStatus | None:
 LOST = ExitStatus(code=None, signal=int(signal.SIGKILL))
 
 
-class LocalExecutor:
-    """`ports.Executor` with real processes. `run_dir` holds the exit files (not team-writable)."""
+class LocalExecutor(ExecutorBase):
+    """`ports.Executor` with real processes. `run_dir` holds the exit files (not team-writable).
+
+    `accounts`: each team's Unix account and workspace (None: tasks run as the server's user in its
+    home); `inventory`: this machine's GPUs for a policy (None: the engine's numbers are the devices).
+    """
+
+    traits = BackendTraits(name="local")
 
     def __init__(
         self,
@@ -72,8 +92,14 @@ class LocalExecutor:
         *,
         python: str = sys.executable,
         base_env: Mapping[str, str] | None = None,
+        accounts: TeamAccounts | None = None,
+        inventory: Callable[[Policy], Inventory] | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.accounts = accounts
+        self._discover = inventory
+        #: The GPUs of the current policy's pools on this machine (`use_policy`).
+        self.inventory: Inventory | None = None
         self._python = python
         self._base_env = dict(os.environ if base_env is None else base_env)
         #: What team accounts get instead of the server's PATH (parts of it may be closed to them).
@@ -82,6 +108,23 @@ class LocalExecutor:
         self._children: dict[tuple[int, str], subprocess.Popen[bytes]] = {}
         #: Statuses already reported, so a second poll answers the same even if the file is gone.
         self._ended: dict[tuple[int, str], ExitStatus] = {}
+
+    # -- where and on which GPUs ----------------------------------------------------------------
+
+    def use_policy(self, policy: Policy) -> None:
+        if self._discover is not None:
+            self.inventory = self._discover(policy)
+
+    def workplace(self, team: str, task_id: str) -> Workplace | None:
+        if self.accounts is None:
+            return None
+        place = self.accounts.prepare_task(team, task_id)
+        return Workplace(place.workdir, place.checkpoint_dir, place.run_as)
+
+    def device_indices(self, pool: str, gpu_indices: tuple[int, ...]) -> tuple[int, ...]:
+        if self.inventory is None or not gpu_indices:
+            return gpu_indices
+        return self.inventory.device_indices(pool, gpu_indices)
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -217,7 +260,7 @@ class LocalExecutor:
         return self.poll(handle) is None
 
     def release(self, handle: Handle) -> None:
-        """Optional: the server has recorded the attempt's end; forget it and delete its exit file."""
+        """The server has recorded the attempt's end: forget it and delete its exit file."""
         self._ended.pop((handle.pid, handle.start_marker), None)
         if handle.exit_file is not None:
             handle.exit_file.unlink(missing_ok=True)

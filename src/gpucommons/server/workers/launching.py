@@ -3,14 +3,10 @@ log, its GPUs as this machine numbers them, and the environment of docs/design.m
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucommons.backends.local.accounts import TeamAccounts
-from gpucommons.backends.local.inventory import Inventory
-from gpucommons.backends.ports import Launch
-from gpucommons.domain.model import Policy
+from gpucommons.backends.ports import Executor, Launch, Workplace
 from gpucommons.store.models import TaskRow
 
 
@@ -28,36 +24,21 @@ class TaskPaths:
 
 
 class LaunchBuilder:
-    """Everything an attempt needs besides its row: where files go, accounts, GPU numbering."""
+    """Everything an attempt needs besides its row: where files go, the environment; the backend
+    prepares the place (accounts, workspaces) and numbers the GPUs."""
 
-    def __init__(
-        self,
-        paths: TaskPaths,
-        *,
-        server_url: str = "",
-        accounts: TeamAccounts | None = None,
-        inventory: Callable[[Policy], Inventory] | None = None,
-    ) -> None:
+    def __init__(self, paths: TaskPaths, executor: Executor, *, server_url: str = "") -> None:
         self.paths = paths
+        self.executor = executor
         self.server_url = server_url
-        #: Team accounts and workspaces (None: no files are prepared, e.g. the timer executor).
-        self.accounts = accounts
-        #: Maps the engine's pool-wide GPU numbers to this machine's CUDA indices (None: identity);
-        #: found again whenever the policy changes (its pools may have).
-        self._discover = inventory
-        self.inventory: Inventory | None = None
-
-    def use_policy(self, policy: Policy) -> None:
-        if self._discover is not None:
-            self.inventory = self._discover(policy)
 
     def launch(self, row: TaskRow, token: str) -> Launch:
-        """The attempt's launch: the team's workspace and account, its checkpoint dir, its env."""
-        if self.accounts is not None:
-            place = self.accounts.prepare_task(row.team, row.id)
-            workdir, ckpt, run_as = place.workdir, place.checkpoint_dir, place.run_as
-        else:
-            workdir, ckpt, run_as = self.paths.home, self.paths.checkpoints(row.team, row.id), None
+        """The attempt's launch: the team's workspace and account, its checkpoint dir, its env.
+        Raises `LaunchError` (or OSError, ValueError) saying why it cannot start."""
+        place = self.executor.workplace(row.team, row.id) or Workplace(
+            self.paths.home, self.paths.checkpoints(row.team, row.id)
+        )
+        workdir, ckpt, run_as = place.workdir, place.checkpoint_dir, place.run_as
         log_path = self.paths.log(row.id)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {
@@ -70,8 +51,8 @@ class LaunchBuilder:
         if self.server_url:
             env["COMMONS_URL"] = self.server_url
         devices = tuple(row.gpu_indices)
-        if self.inventory is not None and row.assigned_pool and devices:
-            devices = self.inventory.device_indices(row.assigned_pool, devices)
+        if row.assigned_pool and devices:
+            devices = self.executor.device_indices(row.assigned_pool, devices)
         return Launch(
             task_id=row.id,
             team=row.team,

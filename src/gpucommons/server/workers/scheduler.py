@@ -28,10 +28,9 @@ from collections.abc import Callable
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from gpucommons.backends.local.accounts import AccountError
-from gpucommons.backends.local.stopping import StopAction, StopPlan, next_stop_step, parse_signal
-from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch
+from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch, LaunchError
 from gpucommons.domain.model import Policy, PriorityClass
+from gpucommons.domain.stopping import StopAction, StopPlan, next_stop_step, parse_signal
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine import decide
 from gpucommons.engine.state import ClusterState
@@ -76,7 +75,6 @@ class Scheduler:
         tick_s: float = 0.5,
         hooks: SchedulerHooks | None = None,
         config: EngineConfig | None = None,
-        batch_starts: bool = False,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -90,7 +88,7 @@ class Scheduler:
         #: Store the handles of a cycle's launches in one transaction: only for executors whose
         #: attempts cannot outlive the server (the timer executor); real processes are recorded one
         #: by one, so a crash never leaves a running process the store does not know.
-        self.batch_starts = batch_starts
+        self.batch_starts = not executor.traits.attempts_outlive_server
         self.lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -101,7 +99,7 @@ class Scheduler:
         self._policy_version = version
         self.state = ClusterState(policy_now)
         self.usage = UsageView.of(self.state)
-        self.launcher.use_policy(policy_now)
+        self.executor.use_policy(policy_now)
         #: Why each pending task waits, from the last cycle (the queue endpoint reads it).
         self.pending: dict[str, Pending] = {}
         self.last_cycle_at: float | None = None
@@ -162,7 +160,7 @@ class Scheduler:
         with self.lock:
             policy, version = self._policy_source()
             if version != self._policy_version:
-                self.launcher.use_policy(policy)
+                self.executor.use_policy(policy)
             self.policy, self._policy_version = policy, version
             state = ClusterState(policy)
             self._inbox.clear()
@@ -251,7 +249,7 @@ class Scheduler:
         if version != self._policy_version:
             self.state.set_policy(policy)
             self.policy, self._policy_version = policy, version
-            self.launcher.use_policy(policy)
+            self.executor.use_policy(policy)
 
     def _take_inbox(self) -> None:
         if not self._inbox:
@@ -431,10 +429,8 @@ class Scheduler:
             if self.state.running(row.id) is not None:
                 self.state.finish(row.id, at)
         self._handles.pop(row.id, None)
-        release = getattr(self.executor, "release", None)
-        if callable(release):
-            with contextlib.suppress(Exception):
-                release(handle)
+        with contextlib.suppress(Exception):
+            self.executor.release(handle)
 
     def _release_resources(
         self, session: Session, row: TaskRow, at: float, reason: EndReason, lost: float
@@ -587,7 +583,7 @@ class Scheduler:
         )
         try:
             return self.launcher.launch(row, token)
-        except (ValueError, OSError, AccountError) as exc:
+        except (ValueError, OSError, LaunchError) as exc:
             return str(exc)
 
     def _free_indices(self, session: Session, pool: str, capacity: int, want: int) -> list[int]:
