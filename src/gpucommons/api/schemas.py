@@ -42,6 +42,8 @@ MAX_TASK_NAME_CHARS = 200
 
 Argument = Annotated[str, StringConstraints(max_length=MAX_ARG_CHARS, pattern=TEXT_PATTERN)]
 TaskName = Annotated[str, StringConstraints(max_length=MAX_TASK_NAME_CHARS, pattern=TEXT_PATTERN)]
+#: A container image reference (`ghcr.io/acme/train:1.4`, `repo@sha256:…`): no spaces.
+Image = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[A-Za-z0-9][^\s\x00]*$")]
 
 
 class TaskSubmit(_Request):
@@ -64,6 +66,8 @@ class TaskSubmit(_Request):
     #: Pool to run in; absent = the team's pools in the order its quota lists them.
     pool: Name | None = None
     checkpoint: CheckpointText | None = None
+    #: The container image, on a cluster backend (Kubernetes); absent = the server's default image.
+    image: Image | None = None
 
     @model_validator(mode="after")
     def _command_within_bounds(self) -> TaskSubmit:
@@ -113,6 +117,13 @@ class Task(_Response):
     lost_gpu_seconds: float = 0.0
     message: str = ""
     submitted_by: str = ""
+    image: str | None = Field(None, description="The container image (cluster backends)")
+    cluster_ref: str | None = Field(
+        None, description="The cluster object the task is (`namespace/job` on Kubernetes), once created"
+    )
+    origin: str = Field(
+        "commons", description="`commons`: submitted through GPU Commons; `cluster`: found on the cluster"
+    )
 
 
 class TaskEvent(_Response):

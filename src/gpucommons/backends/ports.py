@@ -16,11 +16,14 @@ A backend says what it is in `BackendTraits`, so the server never asks which cla
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from gpucommons.domain.task import CheckpointSpec, TaskState
 
 if TYPE_CHECKING:
     from gpucommons.domain.model import Policy
@@ -175,3 +178,116 @@ class Clock(Protocol):
     """Time as seconds since the epoch; injected so that logic never reads the wall clock itself."""
 
     def now(self) -> float: ...
+
+
+# --- clusters that admit by themselves (Kueue) ------------------------------------------------------
+
+
+class BackendUnavailable(RuntimeError):
+    """The cluster did not answer (or answered 5xx); the call may be retried later."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterTask:
+    """What a cluster backend needs to create one task (its Job)."""
+
+    task_id: str
+    team: str
+    command: tuple[str, ...]
+    image: str
+    gpus: int
+    priority_class: str
+    #: None: any of the team's pools, in the team's order.
+    pool: str | None
+    checkpoint: CheckpointSpec
+    restart_count: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    #: COMMONS_URL, COMMONS_TOKEN: how the task reports its checkpoints.
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HoldReport:
+    """GPUs a task holds or held on the cluster: one ledger interval (`end` None while open)."""
+
+    start: float
+    end: float | None
+    pool: str
+    gpus: int
+    priority: str
+    #: `running` while open; then succeeded | failed | cancelled | preempted.
+    end_reason: str = "running"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReport:
+    """What the cluster says of one task now (a `ClusterBackend` → the server)."""
+
+    #: The cluster object the task is: `team-nlp/commons-t3f9a2b1c0d` (namespace/Job).
+    ref: str
+    team: str
+    #: Our task id, or None for work someone started on the cluster directly (kubectl).
+    task_id: str | None
+    state: TaskState
+    #: When the cluster says this state began (None: not known; the server uses its clock).
+    at: float | None
+    pool: str | None = None
+    gpus: int = 0
+    priority: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    #: Evictions so far: the task's restart count.
+    attempt: int = 0
+    started_at: float | None = None
+    #: `ref` of the task whose admission evicted this one, when the cluster says.
+    preempted_by: str | None = None
+    #: Why, in the engine's words: within_team | reclaim | borrow_within_cohort | fair_share.
+    preempt_reason: str | None = None
+    #: The cluster object's uid (a Job name may be reused; its uid never is).
+    uid: str = ""
+    #: Every hold of the task this report opens or closes.
+    holds: tuple[HoldReport, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePosition:
+    """A pending task's place in the cluster's own queues (1 = next)."""
+
+    position: int
+    team_position: int
+
+
+class ClusterBackend(Protocol):
+    """A backend whose cluster admits by itself: it creates and deletes tasks and reports what the
+    cluster did with them; the server mirrors that into its store, ledger and views."""
+
+    traits: BackendTraits
+
+    def use_policy(self, policy: Policy) -> None: ...
+
+    def submit(self, task: ClusterTask) -> str:
+        """Create the task on the cluster (idempotent); returns its `ref`. Raises `LaunchError`
+        when the cluster refuses it for good, `BackendUnavailable` when it may be retried."""
+
+    def delete(self, ref: str) -> None:
+        """Stop and remove the task (cancel): the cluster gives it its grace period."""
+
+    def request_checkpoint(self, ref: str, at: float) -> None:
+        """Tell the task's running containers to save their state now (best effort)."""
+
+    def run(
+        self,
+        report: Callable[[TaskReport], None],
+        stop: threading.Event,
+        synced: Callable[[frozenset[str]], None] | None = None,
+    ) -> None:
+        """Watch the cluster until `stop`; call `report` for every change of every task (one at a
+        time, in the order the cluster made them), and `synced` once with every `ref` the first
+        look found, so tasks whose objects vanished while nobody watched can be ended."""
+
+    def positions(self) -> Mapping[str, QueuePosition]:
+        """Pending tasks' positions by `ref` (empty when the cluster cannot say)."""
+
+    def read_log(self, ref: str) -> bytes | None:
+        """The task's output so far (every pod), or None when there is none yet."""

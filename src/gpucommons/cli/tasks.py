@@ -50,6 +50,10 @@ def submit(
         str | None,
         typer.Option("--checkpoint", help="How the task saves state: on-signal, or every:30m."),
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option("--image", help="Container image (Kubernetes; default: the server's --image)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON.")] = False,
 ) -> None:
     """Submit a task: `commons submit --team nlp --gpus 2 -- python train.py`. Prints its id last."""
@@ -66,6 +70,7 @@ def submit(
             priority=priority,
             pool=pool,
             checkpoint=checkpoint,
+            image=image,
         )
     except ValueError as exc:
         raise fail(f"invalid submission: {exc}") from None

@@ -83,6 +83,40 @@ def up(
     tick: Annotated[
         float | None, typer.Option("--tick", min=0.01, max=60, help="Longest pause of the scheduler (s).")
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="Where tasks run: local (this machine) or kubernetes (Jobs that Kueue admits).",
+            show_default="local, or $COMMONS_BACKEND",
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig",
+            help="Kubernetes: the kubeconfig file.",
+            show_default="$KUBECONFIG, ~/.kube/config, or the pod's service account",
+        ),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="Kubernetes: the kubeconfig context (default: current).")
+    ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option("--image", help="Kubernetes: the container image of tasks submitted without one."),
+    ] = None,
+    apply_policy: Annotated[
+        bool,
+        typer.Option(
+            "--apply-policy",
+            help="Kubernetes: apply the policy's namespaces and Kueue objects at start and on policy apply.",
+        ),
+    ] = False,
+    public_url: Annotated[
+        str | None,
+        typer.Option("--public-url", help="The URL tasks reach this server at (default: http://HOST:PORT)."),
+    ] = None,
 ) -> None:
     """Start the server, the scheduler and the executor; print the URL and the admin token."""
     # Imported here so that every other command starts without loading the server.
@@ -99,6 +133,9 @@ def up(
     executor = executor or env.executor
     if executor not in ("local", "timer"):
         raise fail(f"--executor must be local or timer, not {executor!r}")
+    backend = backend or env.backend
+    if backend not in ("local", "kubernetes"):
+        raise fail(f"--backend must be local or kubernetes, not {backend!r}")
     host = host or env.host
     port = port or env.port
     tick = tick or env.scheduler_tick_s
@@ -118,14 +155,30 @@ def up(
             "port": port,
             "executor": executor,
             "scheduler_tick_s": tick,
+            "backend": backend,
+            "kubeconfig": kubeconfig or env.kubeconfig,
+            "kube_context": context or env.kube_context,
+            "default_image": image or env.default_image,
+            "apply_policy": apply_policy or env.apply_policy,
+            "public_url": public_url or env.public_url,
         }
     )
+    import logging
+
+    from gpucommons.server.executors import BackendSetupError
+
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
     try:
         ctx = build_context(settings)
     except PolicyError as error:
         for issue in error.issues:
             typer.echo(issue.format(error.source), err=True)
         raise fail(f"{error.source}: cannot start with this policy") from None
+    except BackendSetupError as exc:
+        raise fail(f"cannot start the {backend} backend: {exc}") from None
     token = admin_token(ctx)
     url = f"http://{host}:{port}"
     typer.echo(
@@ -143,4 +196,6 @@ def up(
     # keep-alive connections stay open 75 s instead of 5: a poller (every 3 s) or a client on a busy
     # machine never races the server closing its connection, and it stays above the 60 s idle timeout
     # of common proxies, which must be the ones to close first.
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=75)
+    uvicorn.run(
+        app, host=host, port=port, log_level=settings.log_level, access_log=False, timeout_keep_alive=75
+    )

@@ -106,6 +106,8 @@ class PendingCode(StrEnum):
     NOT_CONSIDERED = "not_considered"  # not reached in this cycle (one admission per team per cycle)
     BUDGET_EXHAUSTED = "budget_exhausted"
     UNKNOWN_POOL = "unknown_pool"
+    #: The cluster's own admission (Kueue) decides; the message is what it says.
+    CLUSTER_ADMISSION = "cluster_admission"
 
 
 @dataclass(frozen=True, slots=True)

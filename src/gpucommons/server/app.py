@@ -19,7 +19,7 @@ from gpucommons.server.auth import install_auth
 from gpucommons.server.cluster_metrics import ClusterCollector
 from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
 from gpucommons.server.errors import install_error_handlers
-from gpucommons.server.executors import make_executor
+from gpucommons.server.executors import make_cluster_backend, make_executor
 from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
 from gpucommons.server.openapi import install_openapi
@@ -28,7 +28,9 @@ from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
+from gpucommons.server.workers.cluster import ClusterWorker
 from gpucommons.server.workers.launching import LaunchBuilder, TaskPaths
+from gpucommons.server.workers.port import TaskWorker
 from gpucommons.server.workers.scheduler import Scheduler
 from gpucommons.store.db import Database
 from gpucommons.store.migrate import upgrade
@@ -45,32 +47,50 @@ def build_context(
     upgrade(db)
     policy, version = policies.load_at_startup(db, settings.policy, clock.now())
     holder = PolicyHolder(policy, version)
-    executor = executor or make_executor(settings, clock)
     metrics = Metrics()
-    scheduler = Scheduler(
-        db,
-        lambda: (holder.policy, holder.version),
-        executor,
-        clock,
-        LaunchBuilder(
-            TaskPaths(settings.home), executor, server_url=f"http://{settings.host}:{settings.port}"
-        ),
-        tick_s=settings.scheduler_tick_s,
-        hooks=metrics,
-    )
-    executor.on_exit(scheduler.wake)
-    metrics.watch_state(lambda: views.gauges(scheduler))
-    metrics.registry.register(ClusterCollector(db, scheduler, clock))
+    seq = SeqAllocator(db)
+    server_url = settings.public_url or f"http://{settings.host}:{settings.port}"
+    worker: TaskWorker
+    if executor is None and settings.backend == "kubernetes":
+        cluster = make_cluster_backend(settings, policy, db)
+        worker = ClusterWorker(
+            db,
+            lambda: (holder.policy, holder.version),
+            cluster,
+            clock,
+            TaskPaths(settings.home),
+            next_seq=seq.next,
+            server_url=server_url,
+            default_image=settings.default_image,
+            hooks=metrics,
+            tick_s=settings.scheduler_tick_s,
+        )
+        traits = cluster.traits
+    else:
+        executor = executor or make_executor(settings, clock)
+        worker = Scheduler(
+            db,
+            lambda: (holder.policy, holder.version),
+            executor,
+            clock,
+            LaunchBuilder(TaskPaths(settings.home), executor, server_url=server_url),
+            tick_s=settings.scheduler_tick_s,
+            hooks=metrics,
+        )
+        executor.on_exit(worker.wake)
+        traits = executor.traits
+    metrics.watch_state(lambda: views.gauges(worker))
+    metrics.registry.register(ClusterCollector(db, worker, clock))
     return ServerContext(
         settings=settings,
         db=db,
         policies=holder,
         clock=clock,
-        seq=SeqAllocator(db),
-        executor=executor,
-        executor_name=executor.traits.name,
+        seq=seq,
+        traits=traits,
+        executor_name=traits.name,
         metrics=metrics,
-        scheduler=scheduler,
+        scheduler=worker,
     )
 
 

@@ -41,7 +41,7 @@ from gpucommons.store.db import Database
 from gpucommons.store.models import TaskRow
 
 if TYPE_CHECKING:
-    from gpucommons.server.workers.scheduler import Scheduler
+    from gpucommons.server.workers.port import TaskWorker
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class PendingSample:
     pools: tuple[str, ...]
 
 
-def pending_samples(scheduler: Scheduler) -> list[PendingSample]:
+def pending_samples(scheduler: TaskWorker) -> list[PendingSample]:
     """Every pending task with the engine's last reason, read under the scheduler's lock."""
     with scheduler.lock:
         reasons = scheduler.pending
@@ -84,7 +84,7 @@ def pending_samples(scheduler: Scheduler) -> list[PendingSample]:
 
 
 class ClusterCollector(Collector):
-    def __init__(self, db: Database, scheduler: Scheduler, clock: Clock) -> None:
+    def __init__(self, db: Database, scheduler: TaskWorker, clock: Clock) -> None:
         self.db = db
         self.scheduler = scheduler
         self.clock = clock

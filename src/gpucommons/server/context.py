@@ -17,9 +17,9 @@ from gpucommons.store.db import Database
 from gpucommons.store.models import TaskRow
 
 if TYPE_CHECKING:
-    from gpucommons.backends.ports import Clock, Executor
+    from gpucommons.backends.ports import BackendTraits, Clock
     from gpucommons.server.metrics import Metrics
-    from gpucommons.server.workers.scheduler import Scheduler
+    from gpucommons.server.workers.port import TaskWorker
 
 
 class PolicyHolder:
@@ -72,7 +72,9 @@ class ServerContext:
     policies: PolicyHolder
     clock: Clock
     seq: SeqAllocator
-    executor: Executor
+    #: What the backend is (who admits, how tasks stop): the API asks this, never the class.
+    traits: BackendTraits
     executor_name: str
     metrics: Metrics
-    scheduler: Scheduler
+    #: Runs the tasks: the engine's scheduler, or the mirror of a cluster that admits by itself.
+    scheduler: TaskWorker

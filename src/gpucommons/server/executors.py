@@ -15,8 +15,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpucommons.backends.ports import BackendTraits, Clock, Executor, ExecutorBase, ExitStatus, Handle, Launch
+from gpucommons.backends.ports import (
+    BackendTraits,
+    Clock,
+    ClusterBackend,
+    Executor,
+    ExecutorBase,
+    ExitStatus,
+    Handle,
+    Launch,
+)
+from gpucommons.domain.model import Policy
 from gpucommons.server.settings import Settings
+from gpucommons.store.db import Database
 
 
 @dataclass
@@ -112,6 +123,33 @@ class TimerExecutor(ExecutorBase):
                 heapq.heappop(self._heap)
             if self._on_exit is not None:
                 self._on_exit()
+
+
+class BackendSetupError(RuntimeError):
+    """The backend cannot start as configured; the message says what to do."""
+
+
+def make_cluster_backend(settings: Settings, policy: Policy, db: Database) -> ClusterBackend:
+    """`--backend kubernetes`: a connection to the cluster, Kueue's API checked, the policy applied
+    when asked (`--apply-policy`)."""
+    if db.is_sqlite:
+        raise BackendSetupError(
+            "--backend kubernetes needs PostgreSQL (several replicas share it, and SQLite lives on one "
+            "pod's disk): set COMMONS_DATABASE_URL=postgresql://USER@HOST/DB"
+        )
+    from gpucommons.backends.kubernetes.apply import check_kueue
+    from gpucommons.backends.kubernetes.backend import KubernetesBackend
+    from gpucommons.backends.kubernetes.connection import KubeError, connect
+
+    try:
+        api = connect(settings.kubeconfig, settings.kube_context)
+        check_kueue(api)
+        backend = KubernetesBackend(api, policy)
+        if settings.apply_policy:
+            backend.apply_policy(policy)
+    except KubeError as exc:
+        raise BackendSetupError(str(exc)) from None
+    return backend
 
 
 def make_executor(settings: Settings, clock: Clock) -> Executor:

@@ -28,6 +28,21 @@ class Settings(BaseSettings):
     #: `local` runs tasks as real processes; `timer` fakes each `sleep N` task with an in-process
     #: timer (for benchmarks of the control plane alone).
     executor: Literal["local", "timer"] = "local"
+    #: Where tasks run: `local` (this machine; our engine admits) or `kubernetes` (Jobs on a cluster
+    #: where Kueue admits; needs PostgreSQL).
+    backend: Literal["local", "kubernetes"] = "local"
+    #: Kubernetes: the kubeconfig and context (default: $KUBECONFIG, ~/.kube/config, or the pod's
+    #: service account in a cluster).
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+    #: Kubernetes: the container image of tasks submitted without `--image`.
+    default_image: str = ""
+    #: Kubernetes: apply the policy's namespaces and Kueue objects at start and on `policy apply`.
+    apply_policy: bool = False
+    #: The URL tasks reach the server at (COMMONS_URL); default http://HOST:PORT.
+    public_url: str | None = None
+    #: What the server logs to stderr: debug, info, warning (default) or error.
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
     #: The bootstrap admin token (created by `commons up` when absent).
     admin_token: str | None = None
     #: Longest the scheduler sleeps without an event: bounds exit polling and deadline enforcement.

@@ -66,6 +66,12 @@ class TaskRow(Base):
     checkpoint_warned_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     lost_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
+    #: The container image (cluster backends); None on the local backend.
+    image: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    #: The cluster object the task is (`namespace/job`), once created; None on the local backend.
+    cluster_ref: Mapped[str | None] = mapped_column(String(320), nullable=True, index=True)
+    #: `commons`: submitted through GPU Commons; `cluster`: found running on the cluster (kubectl).
+    origin: Mapped[str] = mapped_column(String(16), default="commons", server_default="commons")
     # --- the current attempt (cleared when the task goes back to pending) ----------------------
     assigned_pool: Mapped[str | None] = mapped_column(String(63), nullable=True)
     borrowed_gpus: Mapped[int] = mapped_column(Integer, default=0)

@@ -53,12 +53,16 @@ class Platform:
         self.proc: subprocess.Popen[bytes] | None = None
         self.token = ""
         self.starts = 0
+        #: More `commons up` options and environment (e.g. another backend, a database URL).
+        self.extra_args: list[str] = []
+        self.extra_env: dict[str, str] = {}
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(COMMONS_URL=self.url, COMMONS_TOKEN=self.token, COMMONS_ISOLATION="logical")
         env.pop("COMMONS_HOME", None)
         env.pop("COMMONS_DATABASE_URL", None)
+        env.update(self.extra_env)
         return env
 
     def start(self, timeout: float = 30.0) -> None:
@@ -74,7 +78,7 @@ class Platform:
             "--home",
             str(self.home),
         ]
-        argv += ["--port", str(self.port), "--tick", "0.2", "--executor", self.executor]
+        argv += ["--port", str(self.port), "--tick", "0.2", "--executor", self.executor, *self.extra_args]
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -3,7 +3,6 @@ app with its scheduler driven by hand, real processes through the local executor
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +16,7 @@ from gpucommons.server.app import build_context, create_app
 from gpucommons.server.auth.credentials import issue_token
 from gpucommons.server.context import ServerContext
 from gpucommons.server.settings import Settings
-
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+from gpucommons.testing.postgres import fresh_database
 
 SMALL_POLICY = """
 cluster:
@@ -46,19 +44,8 @@ teams:
 
 
 def _postgres_database() -> Iterator[str]:
-    try:
-        import psycopg
-
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=2)
-    except Exception as exc:
-        pytest.skip(f"PostgreSQL does not answer at 127.0.0.1:5432 ({exc}); the postgres variant is skipped")
-    name = f"commons_test_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

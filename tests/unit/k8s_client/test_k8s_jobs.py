@@ -101,12 +101,13 @@ def test_the_environment_is_contract_6_and_the_task_cannot_override_it() -> None
         "COMMONS_CHECKPOINT_DIR": "/commons/checkpoint",
         "COMMONS_RESTART_COUNT": "2",
         "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+        "COMMONS_CHECKPOINT_REQUEST_FILE": "/commons/podinfo/annotations",
     }
 
 
 def test_checkpointing_tasks_keep_their_own_directory_on_the_team_claim() -> None:
     pod = task_job(_policy(), _task())["spec"]["template"]["spec"]
-    assert pod["volumes"] == [{"name": "checkpoint", "persistentVolumeClaim": {"claimName": "checkpoints"}}]
+    assert pod["volumes"][0] == {"name": "checkpoint", "persistentVolumeClaim": {"claimName": "checkpoints"}}
     mount = pod["containers"][0]["volumeMounts"][0]
     assert mount == {
         "name": "checkpoint",
@@ -114,8 +115,25 @@ def test_checkpointing_tasks_keep_their_own_directory_on_the_team_claim() -> Non
         "subPath": "commons-t0a1b2c3d4e",
     }
     scratch = task_job(_policy(), _task(priority_class="experiment", checkpoint=CheckpointSpec()))
-    assert scratch["spec"]["template"]["spec"]["volumes"] == [{"name": "checkpoint", "emptyDir": {}}]
+    assert scratch["spec"]["template"]["spec"]["volumes"][0] == {"name": "checkpoint", "emptyDir": {}}
     assert scratch["metadata"]["annotations"]["gpucommons.io/checkpoint"] == "none"
+
+
+def test_the_pods_annotations_are_a_file_where_a_checkpoint_request_appears() -> None:
+    pod = task_job(_policy(), _task())["spec"]["template"]["spec"]
+    assert pod["volumes"][1] == {
+        "name": "podinfo",
+        "downwardAPI": {
+            "items": [{"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+        },
+    }
+    assert {"name": "podinfo", "mountPath": "/commons/podinfo", "readOnly": True} in pod["containers"][0][
+        "volumeMounts"
+    ]
+    assert (
+        _env(task_job(_policy(), _task()))["COMMONS_CHECKPOINT_REQUEST_FILE"]
+        == "/commons/podinfo/annotations"
+    )
 
 
 def test_a_pinned_pool_selects_its_flavor_nodes_and_an_unpinned_task_lets_kueue_choose() -> None:

@@ -12,7 +12,10 @@ it. What the policy says about the task's class becomes Job fields Kubernetes en
 - GPUs → `nvidia.com/gpu` limits (the site's GPU resource name); a task larger than one node of its
   pool becomes an Indexed Job of whole-node pods, which Kueue admits all-or-nothing.
 
-The environment is docs/design.md, contract 6. Checkpoints go to a per-task directory on the team's
+The environment is docs/design.md, contract 6. The pod's annotations are a file in the container
+(`COMMONS_CHECKPOINT_REQUEST_FILE`, a downward-API volume): when Kueue evicts the task, GPU Commons
+writes `gpucommons.io/checkpoint-requested` there, next to the SIGTERM the pod's deletion brings.
+Checkpoints go to a per-task directory on the team's
 checkpoint claim (a PersistentVolumeClaim the platform provisions), so a preempted task resumes from
 them on whatever node it is readmitted; a task that declared no checkpointing gets an `emptyDir`.
 """
@@ -40,6 +43,10 @@ from gpucommons.domain.task import CheckpointMode, CheckpointSpec
 JOB_PREFIX = "commons-"
 TASK_ID_LABEL = "gpucommons.io/task-id"
 CHECKPOINT_ANNOTATION = "gpucommons.io/checkpoint"
+#: Set on a task's pods (to the time, RFC 3339) when it should save its state now.
+CHECKPOINT_REQUEST_ANNOTATION = "gpucommons.io/checkpoint-requested"
+#: Where the pod's annotations appear in the container (downward API).
+PODINFO_MOUNT = "/commons/podinfo"
 CONTAINER = "task"
 #: Variables the control plane owns (contract 6): a task's own `env` cannot override them.
 CONTRACT_ENV = (
@@ -48,6 +55,7 @@ CONTRACT_ENV = (
     "COMMONS_CHECKPOINT_DIR",
     "COMMONS_RESTART_COUNT",
     "CUDA_VISIBLE_DEVICES",
+    "COMMONS_CHECKPOINT_REQUEST_FILE",
 )
 
 
@@ -163,6 +171,7 @@ def _env(task: JobTask, gpus_per_pod: int, checkpoint_dir: str) -> list[dict[str
             "COMMONS_RESTART_COUNT": str(task.restart_count),
             # The device plugin shows a container only its own GPUs, numbered from 0.
             "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus_per_pod)),
+            "COMMONS_CHECKPOINT_REQUEST_FILE": f"{PODINFO_MOUNT}/annotations",
         }
     )
     return [{"name": k, "value": v} for k, v in env.items()]
@@ -236,14 +245,22 @@ def task_job(policy: Policy, task: JobTask, options: JobOptions | None = None) -
         "command": list(task.command),
         "env": _env(task, task.gpus // pods, options.checkpoint_mount),
         "resources": _resources(task, pods, options.render.gpu_resource),
-        "volumeMounts": [mount],
+        "volumeMounts": [mount, {"name": "podinfo", "mountPath": PODINFO_MOUNT, "readOnly": True}],
     }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": cls.grace_period_s,
         **placement,
         "containers": [container],
-        "volumes": [volume],
+        "volumes": [
+            volume,
+            {
+                "name": "podinfo",
+                "downwardAPI": {
+                    "items": [{"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+                },
+            },
+        ],
     }
     spec: dict[str, Any] = {
         # Kueue admits a suspended Job by unsuspending it; created running, it would start unqueued.

@@ -63,6 +63,7 @@ KINDS: dict[str, Kind] = {
         Kind("LocalQueue", KUEUE_GROUP_VERSION, "localqueues", namespaced=True),
         Kind("Workload", KUEUE_GROUP_VERSION, "workloads", namespaced=True),
         Kind("Job", "batch/v1", "jobs", namespaced=True),
+        Kind("Pod", "v1", "pods", namespaced=True),
     )
 }
 

@@ -13,12 +13,14 @@ from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import TypeAdapter
 
 from gpucommons.api import schemas
-from gpucommons.api.errors import CommonsError, NotFound
+from gpucommons.api.errors import BadRequest, CommonsError, NotFound
 from gpucommons.api.fields import INT32_MAX
+from gpucommons.backends.ports import Admitter
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
 from gpucommons.server.auth.audit import audit_note
+from gpucommons.server.context import ServerContext
 from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
 from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, link_header, query_string
 from gpucommons.server.services import convert
@@ -37,6 +39,7 @@ def submit(
     body: schemas.TaskSubmit, request: Request, ctx: ContextDep, who: CurrentPrincipal
 ) -> schemas.Task:
     audit_note(request, "task.submit", team=body.team)
+    _require_image(ctx, body)
     now = ctx.clock.now()
     with ctx.db.session() as session:
         row = service.submit(session, ctx.policies.policy, body, who, now, ctx.seq.next())
@@ -58,6 +61,7 @@ def submit_batch(
         rows = []
         for index, item in enumerate(body.tasks):
             try:
+                _require_image(ctx, item)
                 rows.append(service.submit(session, ctx.policies.policy, item, who, now, ctx.seq.next()))
             except CommonsError as exc:
                 exc.details["index"] = index
@@ -67,6 +71,16 @@ def submit_batch(
     for task in out:
         ctx.scheduler.task_submitted(task.id)
     return out
+
+
+def _require_image(ctx: ServerContext, body: schemas.TaskSubmit) -> None:
+    """On a cluster backend a task runs in a container: it needs an image (its own or the default)."""
+    if ctx.traits.admits is Admitter.CLUSTER and not (body.image or ctx.settings.default_image):
+        raise BadRequest(
+            f"tasks on {ctx.traits.name} run in containers: give the task an image (--image in the "
+            "CLI, `image` in the API), or start the server with a default image (--image)",
+            {"field": "image"},
+        )
 
 
 _TASKS = TypeAdapter(list[schemas.Task])
@@ -178,6 +192,7 @@ def logs(
         row = service.get_visible(session, ctx.policies.policy, task_id, who)
         authorize(who, Action.LOGS_READ, row.team)
     path = ctx.scheduler.paths.log(task_id)
+    worker = ctx.scheduler
 
     def ended() -> bool:
         with ctx.db.session() as session:
@@ -190,6 +205,7 @@ def logs(
         position = offset
         while True:
             finished = await asyncio.to_thread(ended) if follow else True
+            await asyncio.to_thread(worker.refresh_log, task_id)
             chunk = await asyncio.to_thread(_read_from, path, position)
             while chunk:
                 position += len(chunk)

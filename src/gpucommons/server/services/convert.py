@@ -65,6 +65,9 @@ def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas
         lost_gpu_seconds=round(row.lost_gpu_seconds, 3),
         message=row.message,
         submitted_by=row.submitted_by,
+        image=row.image,
+        cluster_ref=row.cluster_ref,
+        origin=row.origin,
     )
 
 

@@ -106,6 +106,7 @@ def submit(
         pool_request=body.pool,
         checkpoint_mode=spec.mode.value,
         checkpoint_interval_s=spec.interval_s,
+        image=body.image,
         submitted_by=who.subject,
         submitted_at=now,
         queued_at=now,

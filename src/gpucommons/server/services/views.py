@@ -9,14 +9,14 @@ from gpucommons.api import schemas
 from gpucommons.domain.resources import UNLIMITED, ZERO
 from gpucommons.engine.state import queue_key
 from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
-from gpucommons.server.workers.scheduler import Scheduler
+from gpucommons.server.workers.port import TaskWorker
 
 
 def _limit(value: int) -> int | None:
     return None if value >= UNLIMITED else value
 
 
-def teams(scheduler: Scheduler, visible: Collection[str]) -> list[schemas.TeamSummary]:
+def teams(scheduler: TaskWorker, visible: Collection[str]) -> list[schemas.TeamSummary]:
     """From the scheduler's last published view: never waits for a cycle to finish."""
     view, policy = scheduler.usage, scheduler.policy
     out = []
@@ -57,8 +57,10 @@ def teams(scheduler: Scheduler, visible: Collection[str]) -> list[schemas.TeamSu
     return out
 
 
-def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[schemas.QueueEntry]:
+def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[schemas.QueueEntry]:
     """Every pending task the caller may see, in the order the engine considers them."""
+    # The admitting side's own positions where it has them (Kueue's visibility API), else ours.
+    placed = scheduler.positions()
     with scheduler.lock:
         state = scheduler.state
         everyone = sorted(state.iter_pending(), key=lambda t: (queue_key(t), t.team))
@@ -69,6 +71,7 @@ def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[sc
             if task.team not in visible:
                 continue
             reason = scheduler.pending.get(task.id)
+            where = placed.get(task.id)
             out.append(
                 schemas.QueueEntry(
                     task_id=task.id,
@@ -76,8 +79,8 @@ def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[sc
                     team=task.team,
                     priority=task.priority_class,
                     gpus=task.resources.gpus,
-                    position=position,
-                    team_position=team_pos[task.team],
+                    position=where.position if where else position,
+                    team_position=where.team_position if where else team_pos[task.team],
                     waiting_seconds=round(max(0.0, now - task.queued_at), 3),
                     queued_at=datetime.fromtimestamp(task.queued_at, tz=UTC),
                     reason_code=reason.code.value if reason else "",
@@ -87,7 +90,7 @@ def queue(scheduler: Scheduler, visible: Collection[str], now: float) -> list[sc
     return out
 
 
-def gauges(scheduler: Scheduler) -> GaugeSnapshot:
+def gauges(scheduler: TaskWorker) -> GaugeSnapshot:
     view, policy = scheduler.usage, scheduler.policy
     rows = []
     for team in policy.teams:

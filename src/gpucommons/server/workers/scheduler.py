@@ -23,12 +23,20 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle, Launch, LaunchError
+from gpucommons.backends.ports import (
+    Clock,
+    Executor,
+    ExitStatus,
+    Handle,
+    Launch,
+    LaunchError,
+    QueuePosition,
+)
 from gpucommons.domain.model import Policy, PriorityClass
 from gpucommons.domain.stopping import StopAction, StopPlan, next_stop_step, parse_signal
 from gpucommons.domain.task import CheckpointMode, TaskState
@@ -262,6 +270,13 @@ class Scheduler:
             for row in rows:
                 if row.state == TaskState.PENDING.value and self.state.pending(row.id) is None:
                     self.state.add_pending(task_request(row, self.policy))
+
+    def positions(self) -> Mapping[str, QueuePosition]:
+        """Our engine's order is the queue's order: nothing to add."""
+        return {}
+
+    def refresh_log(self, task_id: str) -> None:
+        """Attempts write their log files themselves."""
 
     def forget_pending(self, task_id: str) -> None:
         """A pending task was cancelled: take it out of its queue (caller holds `lock`)."""

@@ -1,0 +1,90 @@
+"""`commons up --backend kubernetes` as a real subprocess against the fake cluster, on PostgreSQL.
+
+The fake cluster (gpucommons.testing.fake_k8s, docs/testing-kubernetes.md) runs Kueue, the Job
+controller and a kubelet emulated from recorded shapes; its clock starts at the real time and runs
+at real speed, so the ledger, the server's clock and the invoices share one timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from tests.e2e.server.conftest import Platform
+
+from gpucommons.testing.fake_k8s import FakeCluster
+from gpucommons.testing.postgres import fresh_database
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+IMAGE = "ghcr.io/acme/train:1.0"
+
+TWO_TEAMS_K8S = """
+cluster:
+  name: k8s-e2e
+  pools:
+    - {name: gpu, gpu_type: H100, nodes: 4, gpus_per_node: 4, price_per_gpu_hour: 2.00}
+priority_classes:
+  - {name: normal, value: 100, grace_period: 2s}
+default_priority_class: normal
+teams:
+  - name: a
+    quota:
+      gpu: {gpus: 8}
+    preemption: {reclaim: any, within_team: lower_priority}
+  - name: b
+    quota:
+      gpu: {gpus: 8}
+    preemption: {reclaim: any, within_team: lower_priority}
+"""
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(start=datetime.now(UTC), time_scale=1.0, pod_start_seconds=0.5) as fake:
+        yield fake
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with fresh_database() as url:
+        yield url
+
+
+class KubePlatform(Platform):
+    """`commons up --backend kubernetes` on the fake cluster; the CLI pointed at it."""
+
+    def __init__(self, home: Path, policy: Path, cluster: FakeCluster, database_url: str) -> None:
+        super().__init__(home, policy)
+        self.cluster = cluster
+        kubeconfig = cluster.kubeconfig(home.parent)
+        self.extra_args = [
+            "--backend",
+            "kubernetes",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--image",
+            IMAGE,
+            "--apply-policy",
+        ]
+        self.extra_env = {"COMMONS_DATABASE_URL": database_url, "COMMONS_LOG_LEVEL": "debug"}
+
+
+@pytest.fixture
+def k8s_platform(tmp_path: Path, cluster: FakeCluster, pg_url: str) -> Iterator[Callable[..., KubePlatform]]:
+    made: list[KubePlatform] = []
+
+    def make(policy: str = TWO_TEAMS_K8S) -> KubePlatform:
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text(policy)
+        (tmp_path / "home").mkdir(exist_ok=True)
+        platform = KubePlatform(tmp_path / "home", policy_file, cluster, pg_url)
+        made.append(platform)
+        platform.start()
+        return platform
+
+    yield make
+    for p in made:
+        p.stop()

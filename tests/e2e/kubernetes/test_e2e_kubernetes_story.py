@@ -1,0 +1,119 @@
+"""The seed story on a Kueue cluster, through the real CLI and HTTP: team a borrows, team b
+reclaims, a is evicted and requeued, readmitted and finishes; the ledger holds exactly the
+intervals the Workloads imply, and the server's invoice equals `commons chargeback` on the export."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.kubernetes.conftest import KubePlatform
+
+from gpucommons.testing.fake_k8s import FakeCluster
+
+
+def _intervals_of(cluster: FakeCluster, namespace: str) -> list[tuple[str, str, str]]:
+    """(job, admitted at, released at) for every admission the Workload versions show: a hold starts
+    when `Admitted` turns True and ends when the quota is released (`QuotaReserved` False) or the
+    Workload finishes."""
+    out = []
+    holds: dict[str, str] = {}
+    for _, workload in cluster.history("Workload", namespace=namespace):
+        job = workload["metadata"]["ownerReferences"][0]["name"]
+        conditions = {c["type"]: c for c in (workload.get("status") or {}).get("conditions") or []}
+        admitted = conditions.get("Admitted", {})
+        finished = conditions.get("Finished", {})
+        if admitted.get("status") == "True" and job not in holds:
+            holds[job] = admitted["lastTransitionTime"]
+        elif job in holds and finished.get("status") == "True":
+            out.append((job, holds.pop(job), finished["lastTransitionTime"]))
+        elif job in holds and admitted.get("status") != "True":
+            out.append((job, holds.pop(job), admitted["lastTransitionTime"]))
+    return out
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _whole_seconds(text: str) -> str:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_borrow_reclaim_requeue_and_bill_on_kueue(
+    k8s_platform: Callable[..., KubePlatform], cluster: FakeCluster, tmp_path: Path
+) -> None:
+    platform = k8s_platform()
+    # a borrows: 12 GPUs (three whole 4-GPU nodes) on a quota of 8 while b is idle
+    a = platform.submit(
+        "--team", "a", "--gpus", "12", "--pool", "gpu", "--checkpoint", "on-signal", "--", "sleep", "8"
+    )
+    platform.wait(lambda: platform.task(a)["state"] == "running", what="a to run", timeout=60)
+    assert platform.task(a)["borrowed_gpus"] == 4
+    assert platform.task(a)["cluster_ref"] == f"team-a/commons-{a}"
+
+    # b reclaims its quota: Kueue evicts a, releases the quota once its pods are gone, admits b
+    b = platform.submit("--team", "b", "--gpus", "8", "--pool", "gpu", "--", "sleep", "3")
+    platform.wait(lambda: platform.task(a)["state"] in ("preempting", "pending"), what="a evicted")
+    platform.wait(lambda: platform.task(a)["state"] == "pending", what="a requeued")
+    queue = json.loads(platform.cli("queue", "--json").stdout)
+    waiting = {q["task_id"]: q for q in queue}
+    assert a in waiting and waiting[a]["reason_code"] == "cluster_admission"
+    assert "Kueue" in waiting[a]["reason"] and waiting[a]["position"] >= 1
+
+    platform.wait(lambda: platform.task(b)["state"] == "succeeded", what="b to finish", timeout=60)
+    platform.wait(lambda: platform.task(a)["state"] == "succeeded", what="a to finish", timeout=90)
+    task_a = platform.task(a)
+    assert task_a["restart_count"] == 1 and task_a["preemptions"] == 1 and task_a["exit_code"] == 0
+    events = platform.api(f"/api/v1/tasks/{a}/events")
+    assert isinstance(events, list)
+    steps = [e["to_state"] for e in events if e["kind"] == "transition"]
+    assert steps == ["admitted", "running", "preempting", "pending", "admitted", "running", "succeeded"]
+    preempting = next(e for e in events if e["to_state"] == "preempting")
+    assert "Preempted" in preempting["message"] or "reclamation" in preempting["message"]
+
+    # the ledger: exactly the holds the Workload versions imply, nothing twice
+    usage = tmp_path / "usage.csv"
+    platform.cli("usage", "export", "--out", str(usage))
+    rows = _csv_rows(usage)
+    got = sorted(
+        (r["task_id"], _whole_seconds(r["start"]), _whole_seconds(r["end"]), r["end_reason"]) for r in rows
+    )
+    expected = []
+    for namespace, task in (("team-a", a), ("team-b", b)):
+        for job, start, end in _intervals_of(cluster, namespace):
+            assert job == f"commons-{task}"
+            expected.append((task, start, end))
+    assert [(t, s, e) for t, s, e, _ in got] == sorted(expected)
+    reasons = {(t, s): r for t, s, _, r in got}
+    assert sorted(reasons.values()) == ["preempted", "succeeded", "succeeded"]
+    assert {r["team"] for r in rows} == {"a", "b"} and all(r["pool"] == "gpu" for r in rows)
+
+    # the server's invoice agrees with the chargeback of the exported file
+    last_end = max(datetime.fromisoformat(r["end"].replace("Z", "+00:00")) for r in rows)
+    time.sleep(max(0.0, math.floor(last_end.timestamp()) + 1.05 - time.time()))
+    month = datetime.now(UTC).strftime("%Y-%m")
+    out = tmp_path / "costs.json"
+    platform.cli(
+        "chargeback",
+        "--policy",
+        str(platform.policy),
+        "--usage",
+        str(usage),
+        "--period",
+        month,
+        "--out",
+        str(out),
+    )
+    from_file: dict[str, Any] = json.loads(out.read_text())
+    served = json.loads(platform.cli("invoice", "--month", month).stdout)
+    for team in ("a", "b"):
+        assert served["teams"][team]["gpu_hours"] == from_file["teams"][team]["gpu_hours"] > 0
+        assert served["teams"][team]["direct_cents"] == from_file["teams"][team]["direct_cents"]
