@@ -16,7 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from gpucommons.backends.kubernetes.connection import ApiStatus, KubeApi, Unreachable
+from gpucommons.backends.kubernetes.connection import (
+    ApiStatus,
+    KubeApi,
+    StreamBroken,
+    Unreachable,
+    stream_lines,
+)
 from gpucommons.backends.kubernetes.kinds import KINDS
 from gpucommons.backends.kubernetes.observe import ClusterNames, LedgerState, forget_missing, observe
 from gpucommons.ledger import UsageInterval
@@ -53,7 +59,7 @@ def _watch(
     ]
     response = api.stream(path, query)
     try:
-        for line in response:
+        for line in stream_lines(response):
             if stop.is_set():
                 break
             if not line.strip():
@@ -93,7 +99,7 @@ def list_and_watch(
             if not version:
                 version = _list(api, path, listed)
             version = _watch(api, path, version, changed, stop, timeout_s)
-        except (_Relist, ValueError):
+        except (_Relist, StreamBroken, ValueError):
             version = ""
         except ApiStatus as status:
             if status.code != 410:
