@@ -33,6 +33,13 @@ InternetEgress = Annotated[
     bool,
     typer.Option("--internet-egress/--no-internet-egress", help="Let team pods reach non-private addresses."),
 ]
+GovernanceCheck = Annotated[
+    bool,
+    typer.Option(
+        "--governance-check/--no-governance-check",
+        help="List the AdmissionCheck gpucommons-governance in every ClusterQueue (budgets, class rules).",
+    ),
+]
 
 
 def load_policy_or_exit(policy_file: Path, nothing_done: str) -> Policy:
@@ -59,6 +66,7 @@ def render_command(
     pool_label: PoolLabel = "gpucommons.io/pool",
     group_prefix: GroupPrefix = "",
     internet_egress: InternetEgress = True,
+    governance_check: GovernanceCheck = True,
 ) -> None:
     """Render the policy; without --out, print one YAML stream for `kubectl apply -f -`."""
     from gpucommons.backends.kubernetes import RenderError, RenderOptions, render_files, render_stream
@@ -70,6 +78,7 @@ def render_command(
         pool_label=pool_label,
         group_prefix=group_prefix,
         internet_egress=internet_egress,
+        governance_check=governance_check,
     )
     try:
         if out is None:

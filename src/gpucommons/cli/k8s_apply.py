@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpucommons.cli.k8s import (
+    GovernanceCheck,
     GpuResource,
     GroupPrefix,
     InternetEgress,
@@ -94,6 +95,7 @@ def apply_command(
     pool_label: PoolLabel = "gpucommons.io/pool",
     group_prefix: GroupPrefix = "",
     internet_egress: InternetEgress = True,
+    governance_check: GovernanceCheck = True,
 ) -> None:
     """Render the policy and server-side apply it (dry run first; objects in dependency order)."""
     from gpucommons.backends.kubernetes import RenderError, RenderOptions, checked_render
@@ -107,6 +109,7 @@ def apply_command(
         pool_label=pool_label,
         group_prefix=group_prefix,
         internet_egress=internet_egress,
+        governance_check=governance_check,
     )
     try:
         objects = checked_render(policy, render_options)

@@ -87,13 +87,17 @@ def pending_reason(cy: Cycle, task: TaskRequest, pool: str) -> Pending:
     )
 
 
-def budget_reason(cy: Cycle, team: str, spent: int, budget_cents: int) -> Pending:
-    cur = cy.policy.chargeback.currency
-    return Pending(
-        PendingCode.BUDGET_EXHAUSTED,
-        f"team {team} has spent {format_cents(spent, cur)} of its hard monthly budget of "
-        f"{format_cents(budget_cents, cur)}",
+def budget_sentence(team: str, spent: int, budget_cents: int, currency: str) -> str:
+    """Why a team's new tasks wait; the Kubernetes admission check says the same of Jobs."""
+    return (
+        f"team {team} has spent {format_cents(spent, currency)} of its hard monthly budget of "
+        f"{format_cents(budget_cents, currency)}"
     )
+
+
+def budget_reason(cy: Cycle, team: str, spent: int, budget_cents: int) -> Pending:
+    sentence = budget_sentence(team, spent, budget_cents, cy.policy.chargeback.currency)
+    return Pending(PendingCode.BUDGET_EXHAUSTED, sentence)
 
 
 def admitted_message(cy: Cycle, admission: Admission, req: Resources) -> str:

@@ -9,7 +9,8 @@ A class without either is open to every task of every team. Otherwise:
 
 `class_denial` says why a submission may not use a class (a sentence naming the class and who may use
 it), `usable_teams` which of the caller's teams may; the submit service and the dashboard ask these,
-nothing else decides it.
+nothing else decides it. `team_denial` is the part that needs no submitter (the `teams` rule), for the
+Kubernetes admission check, which sees Jobs but not who created them.
 """
 
 from __future__ import annotations
@@ -53,11 +54,20 @@ def _holds(principal: Principal, role: str, team: str) -> bool:
     return False
 
 
+def team_denial(pclass: PriorityClass, team: str) -> str | None:
+    """Why no task of `team` may use `pclass` (its `teams` rule), whoever submits it; None if it may.
+    The Kubernetes admission check says this of Jobs that were not submitted through GPU Commons."""
+    if pclass.teams and team not in pclass.teams:
+        return f"{who_may_use(pclass)}; team {team!r} may not use it"
+    return None
+
+
 def class_denial(principal: Principal, pclass: PriorityClass, team: str) -> str | None:
     """Why `principal` may not submit a task of `team` in `pclass`, or None when they may (the
     caller's right to submit to `team` at all is `authorize`'s business)."""
-    if pclass.teams and team not in pclass.teams:
-        return f"{who_may_use(pclass)}; team {team!r} may not use it"
+    denied = team_denial(pclass, team)
+    if denied is not None:
+        return denied
     held = principal.platform_admin or any(_holds(principal, role, team) for role in pclass.roles)
     if pclass.roles and not held:
         return f"{who_may_use(pclass)}; you are not among them in team {team!r}"

@@ -32,7 +32,7 @@ def test_dry_run_prints_what_would_be_created_and_writes_nothing(tmp_path: Path)
         assert fake.objects == {}
     assert code == 0, err
     assert "would be created" in out and "ClusterQueue" in out and "team-nlp" in out
-    assert "server-side dry run, nothing was written: 41 to create, 0 to configure, 0 unchanged" in out
+    assert "server-side dry run, nothing was written: 42 to create, 0 to configure, 0 unchanged" in out
 
 
 def test_apply_then_apply_again_reports_created_then_unchanged(tmp_path: Path) -> None:

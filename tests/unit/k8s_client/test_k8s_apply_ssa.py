@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from k8s_client_helpers import EXAMPLE, example_objects, fake_cluster
 
+from gpucommons.backends.kubernetes import RenderOptions, checked_render
 from gpucommons.backends.kubernetes.apply import (
     Action,
     ApplyOptions,
@@ -20,6 +21,7 @@ from gpucommons.backends.kubernetes.apply import (
 )
 from gpucommons.backends.kubernetes.connection import ClientMissing, connect
 from gpucommons.backends.kubernetes.kinds import apply_order
+from gpucommons.policy import load_policy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,7 +58,7 @@ def test_objects_are_written_in_dependency_order(tmp_path: Path) -> None:
     def last(prefix: str) -> int:
         return max(i for i, o in enumerate(order) if o.startswith(prefix))
 
-    for before in ("resourceflavors/", "workloadpriorityclasses/", "cohorts/"):
+    for before in ("resourceflavors/", "workloadpriorityclasses/", "cohorts/", "admissionchecks/"):
         assert last(before) < first("clusterqueues/")
     assert last("clusterqueues/") < first("localqueues/")
     assert last("namespaces/") < min(first("rolebindings/"), first("networkpolicies/"), first("localqueues/"))
@@ -237,6 +239,19 @@ def test_prune_deletes_only_labelled_objects_the_policy_no_longer_renders(tmp_pa
     assert [d.param("propagationPolicy") for d in deletes] == ["Background", "Background"]
     assert "/api/v1/namespaces/ml-platform" in remaining
     assert not any("recsys" in p for p in remaining)
+
+
+def test_turning_the_governance_check_off_drops_it_from_the_queues_and_prunes_it(tmp_path: Path) -> None:
+    with fake_cluster(tmp_path) as (fake, api):
+        apply_manifests(api, example_objects(), ApplyOptions())
+        without = checked_render(load_policy(EXAMPLE), RenderOptions(governance_check=False))
+        report = apply_manifests(api, without, ApplyOptions(prune=True))
+        nlp = fake.get("ClusterQueue", "nlp")
+        check = fake.get("AdmissionCheck", "gpucommons-governance")
+    pruned = [(r.kind, r.name) for r in report.results if r.action is Action.PRUNED]
+    assert pruned == [("AdmissionCheck", "gpucommons-governance")]
+    assert nlp is not None and "admissionChecksStrategy" not in nlp["spec"]
+    assert check is None
 
 
 def test_prune_in_a_dry_run_deletes_nothing(tmp_path: Path) -> None:

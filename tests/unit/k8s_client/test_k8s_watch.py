@@ -109,3 +109,21 @@ def test_an_expired_watch_ends_the_stream_quietly_and_the_next_round_lists_again
         lists = [r for r in fake.requests if r.path.endswith("/workloads") and r.param("watch") is None]
     assert len(lists) == 2 and state == LedgerState()
     assert fake.faults.fired == [("watch", "workloads", "expired")]
+
+
+def test_a_watch_that_breaks_off_mid_stream_ends_quietly_and_the_next_round_lists_again(
+    tmp_path: Path,
+) -> None:
+    with fake_cluster(tmp_path, emulate=False) as (fake, api):
+        result: dict[str, LedgerState] = {}
+        seen = len(fake.requests)
+        thread = threading.Thread(
+            target=lambda: result.update(
+                state=watch_workloads(api, _names(), lambda _: None, clock=lambda: NOW, once=True)
+            )
+        )
+        thread.start()
+        fake.wait_for(lambda: any(r.param("watch") == "1" for r in fake.requests[seen:]), "the watch")
+        fake.faults.drop_watches(abrupt=True)
+        thread.join(timeout=10)
+    assert not thread.is_alive() and result["state"] == LedgerState()

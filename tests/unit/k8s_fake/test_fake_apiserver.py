@@ -15,6 +15,7 @@ import pytest
 from fake_k8s_helpers import JOB, NAMESPACE, job_from_shape, setup_nlp
 
 from gpucommons.testing.fake_k8s import FakeCluster
+from gpucommons.testing.fake_k8s.fields import remove_path
 
 kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, config, watch  # noqa: E402
@@ -360,3 +361,12 @@ def test_deleting_a_job_without_a_policy_orphans_its_pods_and_finishes_its_workl
         "OwnerNotFound",
         "The workload's owner no longer exists",
     )
+
+
+def test_an_applied_keyed_item_left_with_nothing_but_its_key_is_removed_whole() -> None:
+    """A manager that stops applying `admissionChecks[name=a]` (its only field the key) drops the item,
+    not just its `name`: the API server would not keep `{}` (it fails the CRD's `required: [name]`)."""
+    obj = {"spec": {"strategy": {"admissionChecks": [{"name": "a"}, {"name": "b"}]}}}
+    item = (("f", "spec"), ("f", "strategy"), ("f", "admissionChecks"), ("k", '{"name":"a"}'))
+    remove_path(obj, (*item, ("f", "name")))
+    assert obj == {"spec": {"strategy": {"admissionChecks": [{"name": "b"}]}}}

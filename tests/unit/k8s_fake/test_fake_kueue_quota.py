@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpucommons.backends.kubernetes import checked_render
+from gpucommons.backends.kubernetes import RenderOptions, checked_render
 from gpucommons.backends.kubernetes.jobs import JobTask, task_job
 from gpucommons.domain.task import CheckpointMode, CheckpointSpec
 from gpucommons.policy import load_policy
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture
 def cluster() -> Iterator[FakeCluster]:
     with FakeCluster(time_scale=0) as fake:
-        fake.apply_objects(checked_render(load_policy(EXAMPLE)))
+        # Quota alone: no governance controller answers the admission check here.
+        fake.apply_objects(checked_render(load_policy(EXAMPLE), RenderOptions(governance_check=False)))
         yield fake
 
 

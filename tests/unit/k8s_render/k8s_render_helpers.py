@@ -73,6 +73,7 @@ def crd_schema(kind_plural: str) -> dict[str, Any]:
 
 
 KUEUE_PLURALS = {
+    "AdmissionCheck": "admissionchecks",
     "ClusterQueue": "clusterqueues",
     "Cohort": "cohorts",
     "LocalQueue": "localqueues",

@@ -19,7 +19,14 @@ def test_render_prints_one_yaml_stream() -> None:
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     kinds = [d["kind"] for d in docs]
     assert kinds.count("ClusterQueue") == 3 and kinds.count("Namespace") == 3
+    assert kinds.count("AdmissionCheck") == 1
     assert "&id" not in result.stdout  # no YAML anchors
+
+
+def test_render_without_the_governance_check() -> None:
+    result = runner.invoke(app, ["k8s", "render", "--policy", str(EXAMPLE), "--no-governance-check"])
+    assert result.exit_code == 0, result.output
+    assert "AdmissionCheck" not in result.stdout and "admissionChecksStrategy" not in result.stdout
 
 
 def test_render_out_writes_cluster_team_and_kustomization_files(tmp_path: Path) -> None:

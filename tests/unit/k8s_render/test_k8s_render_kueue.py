@@ -32,7 +32,9 @@ def test_every_kueue_object_validates_against_its_crd_schema(which: str) -> None
     assert {o["kind"] for o in kueue} == set(KUEUE_PLURALS)
     for obj in kueue:
         schema = crd_schema(KUEUE_PLURALS[obj["kind"]])
-        jsonschema.validate(obj, schema, cls=jsonschema.Draft7Validator)
+        # Not `jsonschema.validate`: it first checks the schema, and the AdmissionCheck CRD has a Go
+        # regex (`^(?i)…`, for `parameters.kind`) that Python's `re` refuses.
+        jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker()).validate(obj)
         assert unknown_fields(obj, schema) == [], obj["metadata"]["name"]
 
 
@@ -177,6 +179,27 @@ def test_who_may_use_a_class_travels_as_annotations_for_the_admission_check() ->
     assert "annotations" not in _one(objects, "WorkloadPriorityClass", "batch")["metadata"]
 
 
+def test_every_cluster_queue_lists_the_governance_admission_check() -> None:
+    objects = _objects("full")
+    check = _one(objects, "AdmissionCheck", "gpucommons-governance")
+    assert check["spec"] == {"controllerName": "gpucommons.io/governance"}
+    assert check["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpucommons"}
+    queues = [o for o in objects if o["kind"] == "ClusterQueue"]
+    assert len(queues) == 4
+    strategy = {"admissionChecks": [{"name": "gpucommons-governance"}]}
+    for cq in queues:  # the recorded shape: cfg-clusterqueue-nlp-with-admission-check.json
+        assert cq["spec"]["admissionChecksStrategy"] == strategy
+    kinds = [o["kind"] for o in objects]
+    assert kinds.index("AdmissionCheck") < kinds.index("ClusterQueue")
+
+
+def test_the_governance_check_can_be_turned_off() -> None:
+    objects = render(parse_policy(FULL), RenderOptions(governance_check=False))
+    assert not [o for o in objects if o["kind"] == "AdmissionCheck"]
+    assert not [o for o in objects if "admissionChecksStrategy" in o.get("spec", {})]
+    assert kueue_rule_violations(objects) == []
+
+
 def test_each_team_namespace_has_a_default_local_queue_for_its_cluster_queue() -> None:
     objects = _objects("example")
     queues = [o for o in objects if o["kind"] == "LocalQueue"]
@@ -254,6 +277,13 @@ def test_rule_dangling_references_are_caught() -> None:
     found = _mutated(change)
     assert any("unknown cohort nowhere" in v for v in found)
     assert any("unknown flavor h200" in v for v in found)
+
+
+def test_rule_a_queue_naming_a_check_that_is_not_rendered_is_caught() -> None:
+    def change(objects: list[dict[str, Any]]) -> None:
+        objects[:] = [o for o in objects if o["kind"] != "AdmissionCheck"]
+
+    assert "ClusterQueue nlp: unknown admission check gpucommons-governance" in _mutated(change)
 
 
 def test_rule_cohort_cycle_is_caught() -> None:

@@ -1,6 +1,8 @@
 """The Kubernetes backend: `render` (pure: policy → manifests), `apply` (server-side apply through
 the optional `kubernetes` client, imported lazily in `connection`), `jobs` (pure: task → Job) and
-`observe` (pure: Kueue Workloads → ledger intervals; `watch` is its I/O loop)."""
+`observe` (pure: Kueue Workloads → ledger intervals; `watch` is its I/O loop), `governance` (pure:
+what the AdmissionCheck `gpucommons-governance` answers; `admission_check.GovernanceController` is its
+controller)."""
 
 from gpucommons.backends.kubernetes.files import checked_render, render_files, render_stream
 from gpucommons.backends.kubernetes.kueue_rules import kueue_rule_violations

@@ -47,6 +47,7 @@ PRUNABLE = (
     "RoleBinding",
     "ClusterRoleBinding",
     "ClusterQueue",
+    "AdmissionCheck",
     "Cohort",
     "WorkloadPriorityClass",
     "ResourceFlavor",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,10 @@ class KubeconfigError(KubeError):
 
 class Unreachable(KubeError):
     pass
+
+
+class StreamBroken(KubeError):
+    """A watch stream that broke off mid-way (connection reset, a proxy's timeout)."""
 
 
 class ApiStatus(KubeError):
@@ -162,6 +166,16 @@ class KubeApi:
                 f"{_root_cause(exc)}. Is the cluster up, and is this the right context?"
             ) from None
         return answer.data, int(answer.status)
+
+
+def stream_lines(response: Any) -> Iterator[bytes]:
+    """The lines of a `KubeApi.stream` response; a connection that breaks raises `StreamBroken`."""
+    import urllib3
+
+    try:
+        yield from response
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise StreamBroken(f"the watch stream broke off: {_root_cause(exc)}") from None
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpucommons.backends.kubernetes.grants import CLASS_GRANT_ANNOTATION, class_grant
 from gpucommons.backends.kubernetes.names import (
     LOCAL_QUEUE,
     MANAGED_BY,
@@ -90,6 +91,10 @@ class JobOptions:
     checkpoint_claim: str = "checkpoints"
     #: Where the task's checkpoint directory is mounted (COMMONS_CHECKPOINT_DIR).
     checkpoint_mount: str = "/commons/checkpoint"
+    #: The key shared with the governance controller: with one, the pod template carries
+    #: `gpucommons.io/class-grant`, which proves that the server checked the class's `roles` rule
+    #: (`governance.class_grant`). None: no grant, and classes with a `roles` rule are refused.
+    grant_key: bytes | None = None
 
 
 def job_name(task_id: str) -> str:
@@ -274,6 +279,10 @@ def task_job(policy: Policy, task: JobTask, options: JobOptions | None = None) -
         },
         "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
     }
+    namespace = namespace_name(team.name, options.render.namespace_prefix)
+    if options.grant_key is not None:  # the pod template: Kueue copies it into the Workload
+        grant = class_grant(options.grant_key, namespace, name, cls.name)
+        spec["template"]["metadata"]["annotations"] = {CLASS_GRANT_ANNOTATION: grant}
     if pods > 1:
         spec["completionMode"] = "Indexed"
     if cls.max_runtime_s is not None:
@@ -283,7 +292,7 @@ def task_job(policy: Policy, task: JobTask, options: JobOptions | None = None) -
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": namespace_name(team.name, options.render.namespace_prefix),
+            "namespace": namespace,
             "labels": {**labels, QUEUE_NAME_LABEL: LOCAL_QUEUE, PRIORITY_CLASS_LABEL: k8s_name(cls.name)},
             "annotations": {
                 TASK_ID_LABEL: task.task_id,

@@ -59,6 +59,7 @@ KINDS: dict[str, Kind] = {
         Kind("ResourceFlavor", KUEUE_GROUP_VERSION, "resourceflavors", namespaced=False),
         Kind("WorkloadPriorityClass", KUEUE_GROUP_VERSION, "workloadpriorityclasses", namespaced=False),
         Kind("Cohort", KUEUE_GROUP_VERSION, "cohorts", namespaced=False),
+        Kind("AdmissionCheck", KUEUE_GROUP_VERSION, "admissionchecks", namespaced=False),
         Kind("ClusterQueue", KUEUE_GROUP_VERSION, "clusterqueues", namespaced=False),
         Kind("LocalQueue", KUEUE_GROUP_VERSION, "localqueues", namespaced=True),
         Kind("Workload", KUEUE_GROUP_VERSION, "workloads", namespaced=True),
@@ -68,10 +69,18 @@ KINDS: dict[str, Kind] = {
 }
 
 #: The Kueue resources `apply` writes; all must be served before anything is applied.
-KUEUE_PLURALS = ("resourceflavors", "workloadpriorityclasses", "cohorts", "clusterqueues", "localqueues")
+KUEUE_PLURALS = (
+    "resourceflavors",
+    "workloadpriorityclasses",
+    "cohorts",
+    "admissionchecks",
+    "clusterqueues",
+    "localqueues",
+)
 
 #: Apply rank: what others refer to goes first. Namespaces before anything inside them; flavors,
-#: priority classes and cohorts before the ClusterQueues naming them; ClusterQueues before the
+#: priority classes, cohorts and admission checks before the ClusterQueues naming them (a queue whose
+#: check is missing is inactive); ClusterQueues before the
 #: LocalQueues pointing at them (Kueue marks a LocalQueue inactive while its ClusterQueue is missing).
 _RANK = {
     "Namespace": 0,
@@ -79,6 +88,7 @@ _RANK = {
     "ResourceFlavor": 1,
     "WorkloadPriorityClass": 1,
     "Cohort": 1,
+    "AdmissionCheck": 1,
     "ClusterQueue": 2,
     "ClusterRoleBinding": 3,
     "RoleBinding": 3,

@@ -114,16 +114,21 @@ def flavors_list_covered_resources_in_order(objects: list[Manifest]) -> Iterator
 
 
 def references_resolve(objects: list[Manifest]) -> Iterator[str]:
-    """Everything a queue names is rendered too: flavors, cohorts, parent cohorts, the LocalQueue's
-    ClusterQueue and namespace. (Kueue would accept dangling names and leave the queue inactive.)"""
+    """Everything a queue names is rendered too: flavors, cohorts, admission checks, parent cohorts,
+    the LocalQueue's ClusterQueue and namespace. (Kueue would accept dangling names and leave the
+    queue inactive.)"""
     flavors = {o["metadata"]["name"] for o in _of_kind(objects, "ResourceFlavor")}
     cohort_names = {o["metadata"]["name"] for o in _of_kind(objects, "Cohort")}
     queues = {o["metadata"]["name"] for o in _of_kind(objects, "ClusterQueue")}
     namespaces = {o["metadata"]["name"] for o in _of_kind(objects, "Namespace")}
+    checks = {o["metadata"]["name"] for o in _of_kind(objects, "AdmissionCheck")}
     for cq in _of_kind(objects, "ClusterQueue"):
         spec = cq["spec"]
         if spec.get("cohortName") and spec["cohortName"] not in cohort_names:
             yield f"ClusterQueue {cq['metadata']['name']}: unknown cohort {spec['cohortName']}"
+        for check in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []:
+            if check["name"] not in checks:
+                yield f"ClusterQueue {cq['metadata']['name']}: unknown admission check {check['name']}"
         for group in spec.get("resourceGroups", []):
             for flavor in group["flavors"]:
                 if flavor["name"] not in flavors:

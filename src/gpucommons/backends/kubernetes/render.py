@@ -3,7 +3,8 @@
 Per team: a Namespace, RBAC bindings for its directory groups, default-deny NetworkPolicies and a
 LocalQueue. For the cluster: Kueue (kueue.x-k8s.io/v1beta2) ResourceFlavors (one per pool, plus one
 per pool a dedicated team owns), nested Cohorts, one ClusterQueue per team, WorkloadPriorityClasses,
-and the ClusterRoles the bindings refer to.
+the AdmissionCheck `gpucommons-governance` every ClusterQueue lists (budgets and class rules, enforced
+by `admission_check.GovernanceController`), and the ClusterRoles the bindings refer to.
 
 The mapping is one-to-one with the governance model, so that Kueue admits what the simulator
 predicts: nominal quota → `nominalQuota`, borrow limit → `borrowingLimit`, lend limit →
@@ -72,6 +73,10 @@ _QUEUEING = {QueueingStrategy.BEST_EFFORT_FIFO: "BestEffortFIFO", QueueingStrate
 #: pods can reach the outside world (datasets, package indexes) but not other teams' pods.
 _PRIVATE_RANGES = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"]
 
+#: The AdmissionCheck every team's ClusterQueue lists, and the controller that answers it.
+GOVERNANCE_CHECK = "gpucommons-governance"
+GOVERNANCE_CONTROLLER = "gpucommons.io/governance"
+
 
 @dataclass(frozen=True, slots=True)
 class RenderOptions:
@@ -87,6 +92,10 @@ class RenderOptions:
     group_prefix: str = ""
     #: Let team pods reach addresses outside private ranges (package indexes, object storage).
     internet_egress: bool = True
+    #: Render the AdmissionCheck `gpucommons-governance` and list it in every team's ClusterQueue, so
+    #: that Kueue admits a Workload only once the governance controller approves it (hard budgets,
+    #: class rules), whoever created its Job. Off: Kueue admits by quota alone.
+    governance_check: bool = True
 
 
 class RenderError(ValueError):
@@ -240,6 +249,8 @@ def cluster_queue(policy: Policy, team: Team, covered: list[str], options: Rende
     }
     if team.isolation is Isolation.SHARED:  # a dedicated team stands alone: no cohort, no lending
         spec = {"cohortName": k8s_name(team.cohort), **spec}
+    if options.governance_check:  # for every flavor: no onFlavors
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": GOVERNANCE_CHECK}]}
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
@@ -308,6 +319,21 @@ def workload_priority_classes(policy: Policy, options: RenderOptions | None = No
             }
         )
     return out
+
+
+def admission_checks(options: RenderOptions) -> list[Manifest]:
+    """The governance AdmissionCheck (none when `options.governance_check` is off). Kueue keeps a
+    ClusterQueue inactive until the check's controller marks it `Active`."""
+    if not options.governance_check:
+        return []
+    return [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "AdmissionCheck",
+            "metadata": _meta(GOVERNANCE_CHECK),
+            "spec": {"controllerName": GOVERNANCE_CONTROLLER},
+        }
+    ]
 
 
 # --- RBAC --------------------------------------------------------------------------------------------
@@ -523,6 +549,7 @@ def render(policy: Policy, options: RenderOptions | None = None) -> list[Manifes
         *resource_flavors(policy, options),
         *cohorts(policy),
         *workload_priority_classes(policy, options),
+        *admission_checks(options),
         *(cluster_queue(policy, team, covered, options) for team in policy.teams),
         *cluster_roles(),
         *cluster_role_bindings(policy, options),

@@ -145,12 +145,12 @@ def _find_item(items: list[Any], field: str, key: str) -> int | None:
 
 def remove_path(obj: dict[str, Any], path: Path) -> None:
     """Delete the field, keyed item or set value at `path`; empty maps left behind go too."""
-    parents: list[tuple[Any, Segment, str]] = []
+    parents: list[tuple[Any, Segment, str, Any]] = []  # (container, segment, its field, the child)
     node: Any = obj
     field = ""
     for segment in path[:-1]:
         kind, value = segment
-        parents.append((node, segment, field))
+        parent, parent_field = node, field
         if kind == "f":
             if not isinstance(node, dict) or value not in node:
                 return
@@ -164,6 +164,7 @@ def remove_path(obj: dict[str, Any], path: Path) -> None:
             node = node[index]
         else:
             return
+        parents.append((parent, segment, parent_field, node))
     kind, value = path[-1]
     if kind == "f" and isinstance(node, dict):
         node.pop(value, None)
@@ -176,13 +177,13 @@ def remove_path(obj: dict[str, Any], path: Path) -> None:
         if decoded in node:
             node.remove(decoded)
     # prune maps and lists this left empty (but keep the top-level sections)
-    for parent, (pkind, pvalue), pfield in reversed(parents):
-        child = parent.get(pvalue) if pkind == "f" and isinstance(parent, dict) else None
+    for parent, (pkind, pvalue), pfield, child in reversed(parents):
         if pkind == "f" and isinstance(parent, dict) and child in ({}, []) and len(parents) > 1:
             del parent[pvalue]
         elif pkind == "k" and isinstance(parent, list):
-            index = _find_item(parent, pfield, pvalue)
-            if index is not None and set(parent[index]) <= set(KEYED_LISTS.get(pfield, ())):
+            # By identity: an item whose key field was just removed no longer matches its key.
+            index = next((i for i, item in enumerate(parent) if item is child), None)
+            if index is not None and set(child) <= set(KEYED_LISTS.get(pfield, ())):
                 del parent[index]
         else:
             break
