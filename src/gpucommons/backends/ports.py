@@ -266,6 +266,9 @@ class ClusterBackend(Protocol):
 
     def use_policy(self, policy: Policy) -> None: ...
 
+    def use_spend(self, spend: Callable[[], Mapping[str, int]]) -> None:
+        """Each team's spend this month in cents, for the budget rules the cluster enforces."""
+
     def submit(self, task: ClusterTask) -> str:
         """Create the task on the cluster (idempotent); returns its `ref`. Raises `LaunchError`
         when the cluster refuses it for good, `BackendUnavailable` when it may be retried."""

@@ -66,6 +66,8 @@ def build_context(
             tick_s=settings.scheduler_tick_s,
         )
         traits = cluster.traits
+        # The governance check reads the spends the budget watcher hands the worker's state.
+        cluster.use_spend(lambda: {t: worker.state.team_spend(t) for t in holder.policy.team_names})
     else:
         executor = executor or make_executor(settings, clock)
         worker = Scheduler(

@@ -144,12 +144,28 @@ def make_cluster_backend(settings: Settings, policy: Policy, db: Database) -> Cl
     try:
         api = connect(settings.kubeconfig, settings.kube_context)
         check_kueue(api)
-        backend = KubernetesBackend(api, policy)
+        backend = KubernetesBackend(api, policy, grant_key=grant_key(settings))
         if settings.apply_policy:
             backend.apply_policy(policy)
     except KubeError as exc:
         raise BackendSetupError(str(exc)) from None
     return backend
+
+
+def grant_key(settings: Settings) -> bytes:
+    """The key the server signs its Jobs' class grants with (the governance AdmissionCheck checks
+    them): COMMONS_GRANT_KEY, which every replica must share; else one kept in HOME/grant-key."""
+    if settings.grant_key:
+        return settings.grant_key.encode()
+    path = settings.home / "grant-key"
+    if not path.exists():
+        import os
+        import secrets
+
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+    return path.read_text().strip().encode()
 
 
 def make_executor(settings: Settings, clock: Clock) -> Executor:

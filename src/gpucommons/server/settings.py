@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     apply_policy: bool = False
     #: The URL tasks reach the server at (COMMONS_URL); default http://HOST:PORT.
     public_url: str | None = None
+    #: Kubernetes: the key the server signs its Jobs' class grants with; every replica needs the
+    #: same one (default: one generated into HOME/grant-key).
+    grant_key: str | None = None
     #: What the server logs to stderr: debug, info, warning (default) or error.
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     #: The bootstrap admin token (created by `commons up` when absent).

@@ -71,6 +71,10 @@ class KubePlatform(Platform):
         ]
         self.extra_env = {"COMMONS_DATABASE_URL": database_url, "COMMONS_LOG_LEVEL": "debug"}
 
+    def start(self, timeout: float = 90.0) -> None:
+        """A longer wait than the local platform's: start-up applies the policy to the cluster."""
+        super().start(timeout)
+
 
 @pytest.fixture
 def k8s_platform(tmp_path: Path, cluster: FakeCluster, pg_url: str) -> Iterator[Callable[..., KubePlatform]]:

@@ -12,7 +12,11 @@
   period (SIGTERM, then SIGKILL) and Kueue releases the quota;
 - `request_checkpoint` annotates the task's pods (`gpucommons.io/checkpoint-requested`), which
   the container reads from its downward-API annotations file;
-- `positions` asks Kueue's visibility API where each pending task is in its team's queue.
+- `positions` asks Kueue's visibility API where each pending task is in its team's queue;
+- `run` also answers the `gpucommons.io/governance` AdmissionCheck (`admission_check`): budgets
+  and class rules hold every Workload in the team namespaces, kubectl's too. `use_spend` gives it
+  each team's spend this month; the Jobs the server creates carry a class grant signed with
+  `grant_key`, which is how the check knows the server already checked the submitter's roles.
 
 Nothing is reported before all three kinds have been listed once, so a Workload is never judged
 without its Job (which would look deleted).
@@ -21,12 +25,14 @@ without its Job (which would look deleted).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from gpucommons.backends.kubernetes.admission_check import GovernanceController
 from gpucommons.backends.kubernetes.connection import ApiStatus, KubeApi, KubeError, Unreachable
 from gpucommons.backends.kubernetes.informer import Informer
 from gpucommons.backends.kubernetes.jobs import (
@@ -93,9 +99,14 @@ class KubernetesBackend:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         resync_s: float = 600.0,
         positions_every_s: float = 5.0,
+        grant_key: bytes | None = None,
+        governance: bool = True,
     ) -> None:
         self.api = api
         self.options = options or JobOptions()
+        if grant_key is not None:
+            self.options = dataclasses.replace(self.options, grant_key=grant_key)
+        self._spend: Callable[[], Mapping[str, int]] = dict
         self.clock = clock
         self.positions_every_s = positions_every_s
         self._lock = threading.RLock()
@@ -118,6 +129,18 @@ class KubernetesBackend:
             Informer(api, KINDS["Pod"], self._on_pod, label_selector=POD_SELECTOR, resync_s=resync_s),
         ]
         self._synced = False
+        self.governance = (
+            GovernanceController(
+                api,
+                lambda: self._policy,
+                lambda: self._spend(),
+                clock,
+                self.options.render,
+                grant_key=self.options.grant_key,
+            )
+            if governance
+            else None
+        )
 
     # --- the policy ---------------------------------------------------------------------------------
 
@@ -125,6 +148,10 @@ class KubernetesBackend:
         with self._lock:
             self._policy = policy
             self._names = ClusterNames.from_policy(policy, self.options.render)
+
+    def use_spend(self, spend: Callable[[], Mapping[str, int]]) -> None:
+        """Each team's spend this month in cents (by policy team name), for the budget check."""
+        self._spend = spend
 
     def apply_policy(self, policy: Policy) -> None:
         """Server-side apply of what `commons k8s render` makes of `policy` (every object dry-run
@@ -246,6 +273,12 @@ class KubernetesBackend:
             threading.Thread(target=i.run, args=(stop,), name=f"commons-k8s-{i.kind.plural}", daemon=True)
             for i in self.informers
         ]
+        if self.governance is not None:
+            threads.append(
+                threading.Thread(
+                    target=self.governance.run, args=(stop,), name="commons-k8s-governance", daemon=True
+                )
+            )
         for thread in threads:
             thread.start()
         for informer in self.informers:
