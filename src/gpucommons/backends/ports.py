@@ -269,6 +269,10 @@ class ClusterBackend(Protocol):
     def use_spend(self, spend: Callable[[], Mapping[str, int]]) -> None:
         """Each team's spend this month in cents, for the budget rules the cluster enforces."""
 
+    def apply_policy(self, policy: Policy) -> None:
+        """Write the policy's quotas, queues and namespaces to the cluster (all or nothing).
+        Raises `BackendUnavailable` with the cluster's reason when it cannot."""
+
     def submit(self, task: ClusterTask) -> str:
         """Create the task on the cluster (idempotent); returns its `ref`. Raises `LaunchError`
         when the cluster refuses it for good, `BackendUnavailable` when it may be retried."""

@@ -64,6 +64,7 @@ def build_context(
             default_image=settings.default_image,
             hooks=metrics,
             tick_s=settings.scheduler_tick_s,
+            apply_policy=settings.apply_policy,
         )
         traits = cluster.traits
         # The governance check reads the spends the budget watcher hands the worker's state.

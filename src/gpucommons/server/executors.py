@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpucommons.backends.ports import (
     BackendTraits,
+    BackendUnavailable,
     Clock,
     ClusterBackend,
     Executor,
@@ -147,7 +148,7 @@ def make_cluster_backend(settings: Settings, policy: Policy, db: Database) -> Cl
         backend = KubernetesBackend(api, policy, grant_key=grant_key(settings))
         if settings.apply_policy:
             backend.apply_policy(policy)
-    except KubeError as exc:
+    except (KubeError, BackendUnavailable) as exc:
         raise BackendSetupError(str(exc)) from None
     return backend
 

@@ -7,6 +7,7 @@ at real speed, so the ledger, the server's clock and the invoices share one time
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,35 @@ teams:
 """
 
 
+def workload_holds(cluster: FakeCluster, namespace: str) -> list[tuple[str, str, str]]:
+    """(job, admitted at, released at) for every admission the Workload versions show: a hold starts
+    when `Admitted` turns True and ends when the quota is released (`QuotaReserved` False) or the
+    Workload finishes."""
+    out = []
+    holds: dict[str, str] = {}
+    for _, workload in cluster.history("Workload", namespace=namespace):
+        job = workload["metadata"]["ownerReferences"][0]["name"]
+        conditions = {c["type"]: c for c in (workload.get("status") or {}).get("conditions") or []}
+        admitted = conditions.get("Admitted", {})
+        finished = conditions.get("Finished", {})
+        if admitted.get("status") == "True" and job not in holds:
+            holds[job] = admitted["lastTransitionTime"]
+        elif job in holds and finished.get("status") == "True":
+            out.append((job, holds.pop(job), finished["lastTransitionTime"]))
+        elif job in holds and admitted.get("status") != "True":
+            out.append((job, holds.pop(job), admitted["lastTransitionTime"]))
+    return out
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def whole_seconds(text: str) -> str:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @pytest.fixture
 def cluster() -> Iterator[FakeCluster]:
     with FakeCluster(start=datetime.now(UTC), time_scale=1.0, pod_start_seconds=0.5) as fake:
@@ -69,7 +99,11 @@ class KubePlatform(Platform):
             IMAGE,
             "--apply-policy",
         ]
-        self.extra_env = {"COMMONS_DATABASE_URL": database_url, "COMMONS_LOG_LEVEL": "debug"}
+        self.extra_env = {
+            "COMMONS_DATABASE_URL": database_url,
+            "COMMONS_LOG_LEVEL": "debug",
+            "COMMONS_BUDGET_INTERVAL_S": "1",
+        }
 
     def start(self, timeout: float = 90.0) -> None:
         """A longer wait than the local platform's: start-up applies the policy to the cluster."""

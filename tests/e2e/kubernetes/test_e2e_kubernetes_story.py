@@ -4,7 +4,6 @@ intervals the Workloads imply, and the server's invoice equals `commons chargeba
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import time
@@ -13,38 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.kubernetes.conftest import KubePlatform
+from tests.e2e.kubernetes.conftest import KubePlatform, csv_rows, whole_seconds, workload_holds
 
 from gpucommons.testing.fake_k8s import FakeCluster
-
-
-def _intervals_of(cluster: FakeCluster, namespace: str) -> list[tuple[str, str, str]]:
-    """(job, admitted at, released at) for every admission the Workload versions show: a hold starts
-    when `Admitted` turns True and ends when the quota is released (`QuotaReserved` False) or the
-    Workload finishes."""
-    out = []
-    holds: dict[str, str] = {}
-    for _, workload in cluster.history("Workload", namespace=namespace):
-        job = workload["metadata"]["ownerReferences"][0]["name"]
-        conditions = {c["type"]: c for c in (workload.get("status") or {}).get("conditions") or []}
-        admitted = conditions.get("Admitted", {})
-        finished = conditions.get("Finished", {})
-        if admitted.get("status") == "True" and job not in holds:
-            holds[job] = admitted["lastTransitionTime"]
-        elif job in holds and finished.get("status") == "True":
-            out.append((job, holds.pop(job), finished["lastTransitionTime"]))
-        elif job in holds and admitted.get("status") != "True":
-            out.append((job, holds.pop(job), admitted["lastTransitionTime"]))
-    return out
-
-
-def _csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
-def _whole_seconds(text: str) -> str:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_borrow_reclaim_requeue_and_bill_on_kueue(
@@ -82,13 +52,13 @@ def test_borrow_reclaim_requeue_and_bill_on_kueue(
     # the ledger: exactly the holds the Workload versions imply, nothing twice
     usage = tmp_path / "usage.csv"
     platform.cli("usage", "export", "--out", str(usage))
-    rows = _csv_rows(usage)
+    rows = csv_rows(usage)
     got = sorted(
-        (r["task_id"], _whole_seconds(r["start"]), _whole_seconds(r["end"]), r["end_reason"]) for r in rows
+        (r["task_id"], whole_seconds(r["start"]), whole_seconds(r["end"]), r["end_reason"]) for r in rows
     )
     expected = []
     for namespace, task in (("team-a", a), ("team-b", b)):
-        for job, start, end in _intervals_of(cluster, namespace):
+        for job, start, end in workload_holds(cluster, namespace):
             assert job == f"commons-{task}"
             expected.append((task, start, end))
     assert [(t, s, e) for t, s, e, _ in got] == sorted(expected)

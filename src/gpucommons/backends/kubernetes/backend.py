@@ -155,11 +155,14 @@ class KubernetesBackend:
 
     def apply_policy(self, policy: Policy) -> None:
         """Server-side apply of what `commons k8s render` makes of `policy` (every object dry-run
-        first; nothing is written if one would be refused). Raises `KubeError` saying why."""
+        first; nothing is written if one would be refused). Raises `BackendUnavailable` saying why."""
         from gpucommons.backends.kubernetes.apply import ApplyOptions, apply_manifests
         from gpucommons.backends.kubernetes.files import checked_render
 
-        apply_manifests(self.api, checked_render(policy, self.options.render), ApplyOptions(force=True))
+        try:
+            apply_manifests(self.api, checked_render(policy, self.options.render), ApplyOptions(force=True))
+        except KubeError as exc:
+            raise BackendUnavailable(f"the cluster did not take the policy: {exc}") from None
 
     # --- commands -----------------------------------------------------------------------------------
 

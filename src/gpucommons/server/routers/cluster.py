@@ -11,7 +11,9 @@ from pydantic import TypeAdapter
 from sqlalchemy import select
 
 from gpucommons.api import schemas
+from gpucommons.api.errors import Unavailable
 from gpucommons.api.fields import Instant
+from gpucommons.backends.ports import BackendUnavailable
 from gpucommons.identity.authz import Action, authorize, visible_teams
 from gpucommons.ledger.csv_io import write_usage_csv
 from gpucommons.ledger.interval import UsageInterval
@@ -140,6 +142,12 @@ def apply_policy(
         with ctx.db.session() as session:
             policy, row = policies.apply(session, body.text, who.subject, ctx.clock.now(), body.dry_run)
             out = policies.info(row, policy)
+            if not body.dry_run:
+                # Before the commit: a cluster that refuses the policy leaves the stored one in force.
+                try:
+                    ctx.scheduler.publish_policy(policy)
+                except BackendUnavailable as exc:
+                    raise Unavailable(str(exc)) from None
         if not body.dry_run:
             ctx.policies.replace(policy, row.id)
     ctx.scheduler.wake()

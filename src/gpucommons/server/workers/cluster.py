@@ -130,6 +130,7 @@ class ClusterWorker:
         default_image: str = "",
         hooks: SchedulerHooks | None = None,
         tick_s: float = 0.5,
+        apply_policy: bool = False,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -139,6 +140,8 @@ class ClusterWorker:
         self.next_seq = next_seq
         self.server_url = server_url
         self.default_image = default_image
+        #: Write each applied policy to the cluster (`commons up --apply-policy`).
+        self.apply_policy = apply_policy
         self.hooks = hooks or SchedulerHooks()
         self.tick_s = tick_s
         self.lock = threading.RLock()
@@ -253,6 +256,10 @@ class ClusterWorker:
                 )
             ).all()
         return {task_id: by_ref[ref] for task_id, ref in rows if ref is not None and ref in by_ref}
+
+    def publish_policy(self, policy: Policy) -> None:
+        if self.apply_policy:
+            self.backend.apply_policy(policy)
 
     def refresh_log(self, task_id: str) -> None:
         """Copy the pods' output into the task's log file (at most every 2 s per task)."""

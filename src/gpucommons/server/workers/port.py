@@ -55,5 +55,9 @@ class TaskWorker(Protocol):
         """Pending tasks' places as the admitting side sees them, by task id (empty: use the
         engine's order)."""
 
+    def publish_policy(self, policy: Policy) -> None:
+        """A new policy is about to be stored: carry it to where tasks are admitted, if that is
+        not us (raises `BackendUnavailable`, and the policy is not stored)."""
+
     def refresh_log(self, task_id: str) -> None:
         """Bring the task's log file up to date, when its output lives elsewhere (a cluster)."""

@@ -278,6 +278,9 @@ class Scheduler:
     def refresh_log(self, task_id: str) -> None:
         """Attempts write their log files themselves."""
 
+    def publish_policy(self, policy: Policy) -> None:
+        """Our engine admits: it takes the new policy at its next cycle."""
+
     def forget_pending(self, task_id: str) -> None:
         """A pending task was cancelled: take it out of its queue (caller holds `lock`)."""
         if self.state.pending(task_id) is not None:
