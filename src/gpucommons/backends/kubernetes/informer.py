@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucommons.backends.kubernetes.connection import ApiStatus, KubeApi, KubeError
+from gpucommons.backends.kubernetes.connection import ApiStatus, KubeApi
 from gpucommons.backends.kubernetes.kinds import Kind
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,8 @@ class Informer:
             except _Relist as why:
                 log.info("%s watch must list again: %s", self.kind.plural, why)
                 self._version = ""
-            except (KubeError, ValueError, OSError) as exc:
+            except Exception as exc:  # a broken stream (urllib3), or anything else:
+                # an informer that stops is the one failure that loses everything after it.
                 gone = isinstance(exc, ApiStatus) and exc.code == 410
                 self.stats.relists_after_gone += int(gone)
                 if not gone:
