@@ -92,7 +92,7 @@ def _allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str) 
     ("group", "resource", "verbs"),
     [
         ("batch", "jobs", "create delete get list watch"),
-        ("", "pods", "get list watch"),
+        ("", "pods", "get list watch patch"),
         ("", "pods/log", "get"),
         ("kueue.x-k8s.io", "workloads", "get list watch patch"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
