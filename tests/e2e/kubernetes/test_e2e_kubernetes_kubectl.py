@@ -135,3 +135,21 @@ def test_the_governance_check_holds_kubectl_jobs_to_budgets_and_class_rules(
     refused = _task_of(platform, "team-c/wrong-class")
     assert refused is not None and "reserved for team a" in refused["message"]
     assert cluster.pods_of("team-c", "wrong-class") == []
+
+
+def test_cancel_deletes_the_job_and_policy_apply_reaches_the_cluster(
+    k8s_platform: Callable[..., KubePlatform], cluster: FakeCluster, tmp_path: Path
+) -> None:
+    platform = k8s_platform(GOVERNED)
+    task = platform.submit("--team", "a", "--gpus", "4", "--", "sleep", "120")
+    platform.wait(lambda: platform.task(task)["state"] == "running", what="the task to run", timeout=60)
+    platform.cli("cancel", task)
+    platform.wait(lambda: platform.task(task)["state"] == "cancelled", what="the cancel", timeout=60)
+    assert cluster.get("Job", f"commons-{task}", "team-a") is None
+
+    raised = tmp_path / "raised.yaml"
+    raised.write_text(GOVERNED.replace("gpu: {gpus: 8}\n  - name: c", "gpu: {gpus: 6}\n  - name: c"))
+    platform.cli("policy", "apply", str(raised))
+    queue = cluster.get("ClusterQueue", "a") or {}
+    quota = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+    assert str(quota) == "6"

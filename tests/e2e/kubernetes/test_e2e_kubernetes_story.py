@@ -46,6 +46,21 @@ def test_borrow_reclaim_requeue_and_bill_on_kueue(
     assert isinstance(events, list)
     steps = [e["to_state"] for e in events if e["kind"] == "transition"]
     assert steps == ["admitted", "running", "preempting", "pending", "admitted", "running", "succeeded"]
+    # the evicted pods were told to save their state (their downward-API annotations file) ...
+    requested = [
+        pod
+        for _, pod in cluster.history("Pod", namespace="team-a")
+        if "gpucommons.io/checkpoint-requested" in (pod["metadata"].get("annotations") or {})
+    ]
+    assert requested, "the evicted task's pods carry the checkpoint request"
+    # ... and the preemption names the team that took the GPUs back
+    timeline = platform.api(f"/api/v1/tasks/{a}/timeline")
+    assert isinstance(timeline, dict)
+    first = timeline["attempts"][0]
+    assert first["outcome"] == "preempted" and first["preempted_by"]["team"] == "b"
+    assert first["preempted_by"]["task_id"] == b
+    # the task's output comes from its pods' logs
+    assert platform.cli("logs", b).stdout.strip()
     preempting = next(e for e in events if e["to_state"] == "preempting")
     assert "Preempted" in preempting["message"] or "reclamation" in preempting["message"]
 
