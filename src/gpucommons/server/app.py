@@ -1,7 +1,10 @@
 """The app factory: one FastAPI app with its store, policy, executor and scheduler.
 
-`create_app(settings)` migrates the database, loads the policy, and wires everything; the
-scheduler thread starts with the app (lifespan) and stops with it.
+`create_app(settings)` migrates the database, loads the policy, and wires everything. The app's
+lifespan starts the election (`workers.election`): the process that holds the database's leadership
+lock runs the scheduler and the other leader duties; the others serve the API and take over when the
+leader goes. With several processes on one database (`Settings.leadership`), every process also
+watches for policy versions applied through the others.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from fastapi import FastAPI
 from gpucommons import __version__
 from gpucommons.backends.clock import SystemClock
 from gpucommons.backends.ports import Clock, Executor
+from gpucommons.domain.election import Sharing
 from gpucommons.server import web
 from gpucommons.server.auth import install_auth
 from gpucommons.server.cluster_metrics import ClusterCollector
-from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
+from gpucommons.server.context import PolicyHolder, ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import make_executor
 from gpucommons.server.metrics import Metrics
@@ -28,10 +32,14 @@ from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
+from gpucommons.server.workers.election import ElectionWorker
 from gpucommons.server.workers.launching import LaunchBuilder, TaskPaths
+from gpucommons.server.workers.policy_watch import PolicyWatch
 from gpucommons.server.workers.scheduler import Scheduler
 from gpucommons.store.db import Database
+from gpucommons.store.leadership import leadership_for
 from gpucommons.store.migrate import upgrade
+from gpucommons.store.sequence import seq_allocator
 
 
 def build_context(
@@ -41,6 +49,7 @@ def build_context(
     settings.home.mkdir(parents=True, exist_ok=True)
     make_private_dirs(settings.home)
     clock = clock or SystemClock()
+    sharing = settings.sharing()
     db = Database(settings.resolved_database_url())
     upgrade(db)
     policy, version = policies.load_at_startup(db, settings.policy, clock.now())
@@ -57,20 +66,32 @@ def build_context(
         ),
         tick_s=settings.scheduler_tick_s,
         hooks=metrics,
+        shared_store=sharing is Sharing.SHARED,
+        standby=settings.run_scheduler,
     )
     executor.on_exit(scheduler.wake)
     metrics.watch_state(lambda: views.gauges(scheduler))
     metrics.registry.register(ClusterCollector(db, scheduler, clock))
+    election = None
+    if settings.run_scheduler:
+        election = ElectionWorker(
+            leadership_for(db, fallback_dir=settings.home),
+            sharing=sharing,
+            while_following=scheduler.mirror,
+        )
+        election.add_duty("the scheduler", scheduler.start, scheduler.stop)
     return ServerContext(
         settings=settings,
         db=db,
         policies=holder,
         clock=clock,
-        seq=SeqAllocator(db),
+        seq=seq_allocator(db),
         executor=executor,
         executor_name=executor.traits.name,
         metrics=metrics,
         scheduler=scheduler,
+        sharing=sharing,
+        election=election,
     )
 
 
@@ -79,14 +100,23 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if ctx.settings.run_scheduler:
-            ctx.scheduler.start()
+        watch = None
+        if ctx.sharing is Sharing.SHARED:
+            watch = PolicyWatch(ctx.db, ctx.policies, ctx.scheduler.wake)
+            watch.start()
+        if ctx.election is not None:
+            if not ctx.election.running:  # `commons up` starts it before serving, to print the role
+                ctx.election.start()
         else:
             ctx.scheduler.recover()
         try:
             yield
         finally:
+            if ctx.election is not None:
+                ctx.election.stop()
             ctx.scheduler.stop()
+            if watch is not None:
+                watch.stop()
 
     app = FastAPI(
         title="GPU Commons",
