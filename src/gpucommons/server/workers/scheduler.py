@@ -135,6 +135,8 @@ class Scheduler:
         #: Tasks whose GPU allocations go at the end of the current transaction (one DELETE).
         self._freeing: list[str] = []
         self._batching_frees = False
+        #: Attempts settled in the current transaction, released after it commits.
+        self._settled: list[Handle] = []
         #: Open ledger intervals of the attempts being settled, read in one query per cycle.
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
 
@@ -249,6 +251,22 @@ class Scheduler:
                     select(TaskRow).where(TaskRow.state == TaskState.ADMITTED.value, TaskRow.pid.is_(None))
                 ).all()
                 for row in never_started:
+                    handle = self.executor.find_attempt(row.id)
+                    if handle is not None:
+                        # Launched just before the server died, before its handle was stored: the
+                        # attempt is adopted like any other (running, or settled from its exit file).
+                        row.pid, row.start_marker = handle.pid, handle.start_marker
+                        row.exit_file = str(handle.exit_file) if handle.exit_file else None
+                        row.log_path = str(self.paths.log(row.id))
+                        row.started_at = row.admitted_at or now
+                        switch_task_state(
+                            session,
+                            row,
+                            TaskState.RUNNING,
+                            now,
+                            f"re-adopted (pid {handle.pid}): started just before the server stopped",
+                        )
+                        continue
                     self._release_resources(session, row, now, EndReason.PREEMPTED, 0.0)
                     row.queued_at = now
                     switch_task_state(
@@ -387,10 +405,14 @@ class Scheduler:
                         continue
                     self._supervise(session, row, handle, now)
                 self._free_gpus(session)
+            for handle in self._settled:
+                with contextlib.suppress(Exception):
+                    self.executor.release(handle)
         finally:
             self._batching_frees = False
             self._freeing = []
             self._intervals = {}
+            self._settled = []
         if full:
             self._supervised_at = now
         return ended
@@ -513,8 +535,9 @@ class Scheduler:
             if self.state.running(row.id) is not None:
                 self.state.finish(row.id, at)
         self._handles.pop(row.id, None)
-        with contextlib.suppress(Exception):
-            self.executor.release(handle)
+        # Released (its exit file deleted) only once this transaction has committed: a crash before
+        # the commit must leave the file for the next leader to settle the attempt from.
+        self._settled.append(handle)
 
     def _release_resources(
         self, session: Session, row: TaskRow, at: float, reason: EndReason, lost: float
