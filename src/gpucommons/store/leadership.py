@@ -230,9 +230,13 @@ class FileLeadership:
             return False
         try:
             st = os.stat(self.path)
+            held = (st.st_dev, st.st_ino) == self._inode
         except OSError:
-            return False
-        return (st.st_dev, st.st_ino) == self._inode
+            held = False
+        if not held:
+            os.close(self._fd)  # not ours to truncate any more
+            self._fd = self._inode = None
+        return held
 
     def release(self) -> None:
         if self._fd is None:
