@@ -175,9 +175,10 @@ def test_the_leader_takes_in_what_another_replica_stored(
     quick = follower.submit(team="a", gpus=1, command=["sleep", "0.2"])
     leader.cycle()
     assert leader.task(str(quick["id"]))["state"] in ("admitted", "running")
+    follower.submit(team="b", gpus=2, command=["sleep", "600"])
     for _ in range(2):
         follower.submit(team="a", gpus=1, command=["sleep", "600"])
-    waiting = follower.submit(team="a", gpus=2, command=["sleep", "600"])
+    waiting = follower.submit(team="a", gpus=2, command=["sleep", "600"])  # the pool is full
     leader.cycle()
     assert leader.ctx.scheduler.state.pending(str(waiting["id"])) is not None
     assert (
@@ -187,4 +188,4 @@ def test_the_leader_takes_in_what_another_replica_stored(
     assert leader.ctx.scheduler.state.pending(str(waiting["id"])) is None, "the pending cancel reached it"
     with leader.ctx.db.session() as session:
         seqs = sorted(r.seq for r in session.query(TaskRow))
-    assert len(set(seqs)) == len(seqs) == 4
+    assert len(set(seqs)) == len(seqs) == 5
