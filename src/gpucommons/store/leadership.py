@@ -179,6 +179,7 @@ class PostgresLeadership:
             row = self._conn.execute(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
                 " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+                " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
                 " AND ((l.classid::bigint << 32) | l.objid::bigint)"
                 " = %s::bigint",
                 (self.key,),
