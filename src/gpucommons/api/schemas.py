@@ -247,3 +247,8 @@ class Health(_Response):
     scheduler: Literal["running", "stopped"]
     executor: str
     last_cycle_at: datetime | None = None
+    #: `leader`: this process runs the scheduler and the background workers; `follower`: it serves
+    #: the API and takes over when the leader goes (several replicas on one PostgreSQL database).
+    role: Literal["leader", "follower"] = "leader"
+    #: When this process became the leader (None for a follower).
+    leader_since: datetime | None = None

@@ -151,6 +151,10 @@ class Executor(Protocol):
     def release(self, handle: Handle) -> None:
         """The end of the attempt is recorded (committed): forget it, delete what told of it."""
 
+    def find_attempt(self, task_id: str) -> Handle | None:
+        """After a crash: the attempt of `task_id` that was started but never recorded (the server
+        died between the launch and storing its handle), if the backend can find it; None: none."""
+
 
 class ExecutorBase:
     """Defaults for `Executor`'s optional parts: no preparation, devices numbered as the engine
@@ -171,6 +175,9 @@ class ExecutorBase:
         return None
 
     def release(self, handle: Handle) -> None:
+        return None
+
+    def find_attempt(self, task_id: str) -> Handle | None:
         return None
 
 

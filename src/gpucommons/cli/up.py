@@ -1,5 +1,9 @@
 """`commons up`: the embedded platform in one process — API, scheduler, executor, dashboard.
 
+With PostgreSQL several `commons up` may share one database: each serves the API, the one that holds
+the leadership lock runs the scheduler (`server.workers.election`); the first lines say which role
+this one has. A second `commons up` on a SQLite database refuses to start, saying why.
+
 The one CLI module that imports the server (import-linter allows exactly this one).
 """
 
@@ -50,6 +54,29 @@ def admin_token(ctx: ServerContext) -> str:
         f.write(token + "\n")
     os.chmod(path, 0o600)
     return token
+
+
+def start_election(ctx: ServerContext) -> str:
+    """Take the leadership now (the lifespan would do it a moment later) and say the role."""
+    from gpucommons.domain.election import Role
+    from gpucommons.server.workers.election import LeadershipRefused
+
+    election = ctx.election
+    if election is None:
+        return "role: leader (the only server process)"
+    try:
+        role = election.start()
+    except LeadershipRefused as exc:
+        ctx.db.dispose()
+        raise fail(str(exc)) from None
+    lock = election.leadership.describe()
+    if role is Role.LEADER:
+        return f"role: leader (runs the scheduler; holds the {lock})"
+    holder = election.leadership.holder()
+    return (
+        f"role: follower (the leader is {holder or 'another process'}; this process serves the API and "
+        f"takes over within seconds when the leader goes; {lock})"
+    )
 
 
 @app.command()
@@ -172,6 +199,10 @@ def up(
     )
 
     try:
+        settings.sharing()
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    try:
         ctx = build_context(settings)
     except PolicyError as error:
         for issue in error.issues:
@@ -179,11 +210,13 @@ def up(
         raise fail(f"{error.source}: cannot start with this policy") from None
     except BackendSetupError as exc:
         raise fail(f"cannot start the {backend} backend: {exc}") from None
+    role = start_election(ctx)
     token = admin_token(ctx)
     url = f"http://{host}:{port}"
     typer.echo(
         f"GPU Commons {ctx.policies.policy.cluster_name} on {url} (home {home}, executor {ctx.executor_name})"
     )
+    typer.echo(role)
     typer.echo(f"admin token (also in {home / 'admin-token'}):")
     typer.echo(token)
     typer.echo(f"  export COMMONS_URL={url} COMMONS_TOKEN=$(cat {home / 'admin-token'})")

@@ -1,7 +1,10 @@
 """The app factory: one FastAPI app with its store, policy, executor and scheduler.
 
-`create_app(settings)` migrates the database, loads the policy, and wires everything; the
-scheduler thread starts with the app (lifespan) and stops with it.
+`create_app(settings)` migrates the database, loads the policy, and wires everything. The app's
+lifespan starts the election (`workers.election`): the process that holds the database's leadership
+lock runs the scheduler and the other leader duties; the others serve the API and take over when the
+leader goes. With several processes on one database (`Settings.leadership`), every process also
+watches for policy versions applied through the others.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from fastapi import FastAPI
 from gpucommons import __version__
 from gpucommons.backends.clock import SystemClock
 from gpucommons.backends.ports import Clock, Executor
+from gpucommons.domain.election import Sharing
 from gpucommons.server import web
 from gpucommons.server.auth import install_auth
 from gpucommons.server.cluster_metrics import ClusterCollector
-from gpucommons.server.context import PolicyHolder, SeqAllocator, ServerContext
+from gpucommons.server.context import PolicyHolder, ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import make_cluster_backend, make_executor
 from gpucommons.server.metrics import Metrics
@@ -29,11 +33,15 @@ from gpucommons.server.routers import cluster, health, invoices, tasks
 from gpucommons.server.services import policies, views
 from gpucommons.server.settings import Settings
 from gpucommons.server.workers.cluster import ClusterWorker
+from gpucommons.server.workers.election import ElectionWorker
 from gpucommons.server.workers.launching import LaunchBuilder, TaskPaths
+from gpucommons.server.workers.policy_watch import PolicyWatch
 from gpucommons.server.workers.port import TaskWorker
 from gpucommons.server.workers.scheduler import Scheduler
 from gpucommons.store.db import Database
+from gpucommons.store.leadership import leadership_for
 from gpucommons.store.migrate import upgrade
+from gpucommons.store.sequence import seq_allocator
 
 
 def build_context(
@@ -43,17 +51,18 @@ def build_context(
     settings.home.mkdir(parents=True, exist_ok=True)
     make_private_dirs(settings.home)
     clock = clock or SystemClock()
+    sharing = settings.sharing()
     db = Database(settings.resolved_database_url())
     upgrade(db)
     policy, version = policies.load_at_startup(db, settings.policy, clock.now())
     holder = PolicyHolder(policy, version)
     metrics = Metrics()
-    seq = SeqAllocator(db)
+    seq = seq_allocator(db)
     server_url = settings.public_url or f"http://{settings.host}:{settings.port}"
     worker: TaskWorker
     if executor is None and settings.backend == "kubernetes":
         cluster = make_cluster_backend(settings, policy, db)
-        worker = ClusterWorker(
+        clustered = ClusterWorker(
             db,
             lambda: (holder.policy, holder.version),
             cluster,
@@ -65,13 +74,14 @@ def build_context(
             hooks=metrics,
             tick_s=settings.scheduler_tick_s,
             apply_policy=settings.apply_policy,
+            standby=settings.run_scheduler,
         )
-        traits = cluster.traits
         # The governance check reads the spends the budget watcher hands the worker's state.
-        cluster.use_spend(lambda: {t: worker.state.team_spend(t) for t in holder.policy.team_names})
+        cluster.use_spend(lambda: {t: clustered.state.team_spend(t) for t in holder.policy.team_names})
+        worker, traits, mirror = clustered, cluster.traits, clustered.mirror
     else:
         executor = executor or make_executor(settings, clock)
-        worker = Scheduler(
+        scheduler = Scheduler(
             db,
             lambda: (holder.policy, holder.version),
             executor,
@@ -79,11 +89,19 @@ def build_context(
             LaunchBuilder(TaskPaths(settings.home), executor, server_url=server_url),
             tick_s=settings.scheduler_tick_s,
             hooks=metrics,
+            shared_store=sharing is Sharing.SHARED,
+            standby=settings.run_scheduler,
         )
-        executor.on_exit(worker.wake)
-        traits = executor.traits
+        executor.on_exit(scheduler.wake)
+        worker, traits, mirror = scheduler, executor.traits, scheduler.mirror
     metrics.watch_state(lambda: views.gauges(worker))
     metrics.registry.register(ClusterCollector(db, worker, clock))
+    election = None
+    if settings.run_scheduler:
+        election = ElectionWorker(
+            leadership_for(db, fallback_dir=settings.home), sharing=sharing, while_following=mirror
+        )
+        election.add_duty("the scheduler", worker.start, worker.stop)
     return ServerContext(
         settings=settings,
         db=db,
@@ -94,6 +112,8 @@ def build_context(
         executor_name=traits.name,
         metrics=metrics,
         scheduler=worker,
+        sharing=sharing,
+        election=election,
     )
 
 
@@ -102,14 +122,23 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if ctx.settings.run_scheduler:
-            ctx.scheduler.start()
+        watch = None
+        if ctx.sharing is Sharing.SHARED:
+            watch = PolicyWatch(ctx.db, ctx.policies, ctx.scheduler.wake)
+            watch.start()
+        if ctx.election is not None:
+            if not ctx.election.running:  # `commons up` starts it before serving, to print the role
+                ctx.election.start()
         else:
             ctx.scheduler.recover()
         try:
             yield
         finally:
+            if ctx.election is not None:
+                ctx.election.stop()
             ctx.scheduler.stop()
+            if watch is not None:
+                watch.stop()
 
     app = FastAPI(
         title="GPU Commons",

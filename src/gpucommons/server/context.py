@@ -6,19 +6,20 @@ One `ServerContext` lives on `app.state.commons`; routers reach it through `deps
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
-
+from gpucommons.domain.election import Role, Sharing
 from gpucommons.domain.model import Policy
 from gpucommons.server.settings import Settings
 from gpucommons.store.db import Database
-from gpucommons.store.models import TaskRow
+from gpucommons.store.sequence import SeqAllocator
 
 if TYPE_CHECKING:
     from gpucommons.backends.ports import BackendTraits, Clock
     from gpucommons.server.metrics import Metrics
+    from gpucommons.server.workers.election import ElectionWorker
     from gpucommons.server.workers.port import TaskWorker
 
 
@@ -45,24 +46,12 @@ class PolicyHolder:
             self._policy = policy
             self._version = version
 
-
-class SeqAllocator:
-    """Hands out the global submission sequence (the engine's tie-breaker) without a DB round trip.
-
-    Only one server process writes tasks; the unique index on `tasks.seq` still guards it.
-    """
-
-    def __init__(self, db: Database) -> None:
-        with db.session() as session:
-            last = session.scalar(select(func.max(TaskRow.seq)))
-        self._next = (last or 0) + 1
-        self._lock = threading.Lock()
-
-    def next(self) -> int:
+    def replace_if_newer(self, policy: Policy, version: int) -> bool:
         with self._lock:
-            seq = self._next
-            self._next += 1
-            return seq
+            if version <= self._version:
+                return False
+            self._policy, self._version = policy, version
+            return True
 
 
 @dataclass
@@ -78,3 +67,18 @@ class ServerContext:
     metrics: Metrics
     #: Runs the tasks: the engine's scheduler, or the mirror of a cluster that admits by itself.
     scheduler: TaskWorker
+    #: Whether other server processes may share the database (`domain.election.Sharing`).
+    sharing: Sharing = Sharing.SINGLE
+    #: Who leads; None when nothing is elected (tests that drive the scheduler by hand).
+    election: ElectionWorker | None = None
+
+    @property
+    def role(self) -> Role:
+        """This process's role; without an election it is the only one, so it leads."""
+        return self.election.role if self.election is not None else Role.LEADER
+
+    def add_duty(self, name: str, start: Callable[[], None], stop: Callable[[], None]) -> None:
+        """Leader-only work (a watcher, a worker): runs while this process leads. Without an
+        election (tests that drive the scheduler by hand) it never starts."""
+        if self.election is not None:
+            self.election.add_duty(name, start, stop)

@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpucommons.backends.local.accounts import IsolationMode, default_home, isolation_mode
+from gpucommons.domain.election import Sharing
 from gpucommons.server.auth.throttle import DEFAULT_FAILURE_LIMIT, DEFAULT_WINDOW_S
 from gpucommons.server.request_guard import DEFAULT_MAX_BODY_BYTES
 from gpucommons.server.runtime import DEFAULT_GEN0_THRESHOLD
@@ -53,8 +54,14 @@ class Settings(BaseSettings):
     #: `accounts`: each team's tasks under its own Unix account (needs root); `logical`: all tasks as
     #: the server's user; `auto`: accounts when running as root.
     isolation: Literal["auto", "accounts", "logical"] = "auto"
-    #: Off in tests that drive cycles by hand.
+    #: Off in tests that drive cycles by hand (and then nothing is elected: this process acts alone).
     run_scheduler: bool = True
+    #: Several `commons up` on one database? `single`: this process must be the only one — it takes
+    #: the database's leadership lock at start or refuses to start (today's behaviour, and the only
+    #: one SQLite allows); `shared`: every process serves the API, one leader runs the scheduler and
+    #: the other background workers, a follower takes over when the leader dies (PostgreSQL);
+    #: `auto`: `single` on SQLite, `shared` on PostgreSQL.
+    leadership: Literal["auto", "single", "shared"] = "auto"
     #: The garbage collector's young-generation threshold in `commons up` (server/runtime.py); 0
     #: leaves CPython's defaults alone (and start-up objects unfrozen).
     gc_threshold: int = Field(DEFAULT_GEN0_THRESHOLD, ge=0)
@@ -69,6 +76,17 @@ class Settings(BaseSettings):
         if self.isolation == "auto":
             return isolation_mode()
         return IsolationMode(self.isolation)
+
+    def sharing(self) -> Sharing:
+        """`leadership` resolved for this database; SQLite cannot be shared (one writer process)."""
+        sqlite = self.resolved_database_url().startswith("sqlite")
+        if self.leadership == "shared" and sqlite:
+            raise ValueError(
+                "COMMONS_LEADERSHIP=shared needs PostgreSQL: a SQLite database serves one server process"
+            )
+        if self.leadership == "auto":
+            return Sharing.SINGLE if sqlite else Sharing.SHARED
+        return Sharing(self.leadership)
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -86,8 +86,10 @@ def pg_url() -> Iterator[str]:
 class KubePlatform(Platform):
     """`commons up --backend kubernetes` on the fake cluster; the CLI pointed at it."""
 
-    def __init__(self, home: Path, policy: Path, cluster: FakeCluster, database_url: str) -> None:
-        super().__init__(home, policy)
+    def __init__(
+        self, home: Path, policy: Path, cluster: FakeCluster, database_url: str, name: str = "server"
+    ) -> None:
+        super().__init__(home, policy, name=name)
         self.cluster = cluster
         kubeconfig = cluster.kubeconfig(home.parent)
         self.extra_args = [
@@ -103,6 +105,8 @@ class KubePlatform(Platform):
             "COMMONS_DATABASE_URL": database_url,
             "COMMONS_LOG_LEVEL": "debug",
             "COMMONS_BUDGET_INTERVAL_S": "1",
+            # Replicas sign their Jobs' class grants with one key, as the deployment's Secret gives.
+            "COMMONS_GRANT_KEY": "e2e-grant-key",
         }
 
     def start(self, timeout: float = 90.0) -> None:

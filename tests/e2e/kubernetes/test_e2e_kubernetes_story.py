@@ -57,7 +57,8 @@ def test_borrow_reclaim_requeue_and_bill_on_kueue(
     timeline = platform.api(f"/api/v1/tasks/{a}/timeline")
     assert isinstance(timeline, dict)
     first = timeline["attempts"][0]
-    assert first["outcome"] == "preempted" and first["preempted_by"]["team"] == "b"
+    assert first["outcome"] == "preempted", (timeline, events)
+    assert first["preempted_by"]["team"] == "b"
     assert first["preempted_by"]["task_id"] == b
     # the task's output comes from its pods' logs
     assert platform.cli("logs", b).stdout.strip()

@@ -44,9 +44,20 @@ def free_port() -> int:
 class Platform:
     """One `commons up` process (restartable) and a CLI runner pointed at it."""
 
-    def __init__(self, home: Path, policy: Path, executor: str = "local") -> None:
+    def __init__(
+        self,
+        home: Path,
+        policy: Path,
+        executor: str = "local",
+        *,
+        database_url: str | None = None,
+        name: str = "server",
+    ) -> None:
         self.home = home
         self.policy = policy
+        #: A replica of several on one PostgreSQL database (they may share `home`: same machine).
+        self.database_url = database_url
+        self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.executor = executor
@@ -62,12 +73,14 @@ class Platform:
         env.update(COMMONS_URL=self.url, COMMONS_TOKEN=self.token, COMMONS_ISOLATION="logical")
         env.pop("COMMONS_HOME", None)
         env.pop("COMMONS_DATABASE_URL", None)
+        if self.database_url:
+            env["COMMONS_DATABASE_URL"] = self.database_url
         env.update(self.extra_env)
         return env
 
     def start(self, timeout: float = 30.0) -> None:
         self.starts += 1
-        log = (self.home.parent / f"server-{self.starts}.log").open("wb")
+        log = self.log_path().open("wb")
         argv = [
             sys.executable,
             "-m",
@@ -93,8 +106,14 @@ class Platform:
             time.sleep(0.2)
         raise AssertionError("commons up did not answer /healthz in time")
 
+    def log_path(self) -> Path:
+        return self.home.parent / f"{self.name}-{self.starts}.log"
+
     def server_log(self) -> str:
-        return (self.home.parent / f"server-{self.starts}.log").read_text(errors="replace")
+        return self.log_path().read_text(errors="replace")
+
+    def health(self) -> dict[str, object]:
+        return dict(httpx.get(self.url + "/healthz", timeout=5).json())
 
     def kill9(self) -> None:
         assert self.proc is not None
@@ -161,6 +180,36 @@ def platform_factory(tmp_path: Path) -> Iterator[Callable[..., Platform]]:
         made.append(platform)
         platform.start()
         return platform
+
+    yield make
+    for p in made:
+        p.stop()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for replicas to share (skips when no server answers)."""
+    from tests.integration.server.conftest import _postgres_database
+
+    yield from _postgres_database()
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., list[Platform]]]:
+    """`make(n, policy)`: n `commons up` on one PostgreSQL database and one home (one machine),
+    started one after the other (so the first leads)."""
+    made: list[Platform] = []
+
+    def make(n: int = 2, policy: str = TWO_TEAMS, executor: str = "local") -> list[Platform]:
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text(policy)
+        for i in range(n):
+            platform = Platform(
+                tmp_path / "home", policy_file, executor, database_url=postgres_url, name=f"replica{i}"
+            )
+            made.append(platform)
+            platform.start()
+        return made[-n:]
 
     yield make
     for p in made:

@@ -388,3 +388,30 @@ def test_a_finished_attempt_is_never_signalled_again(
     executor.signal(handle, signal.SIGTERM)
     executor.kill(handle)
     assert sent == []
+
+
+def test_an_attempt_started_but_never_recorded_is_found_again_by_its_task_id(
+    executor: LocalExecutor,
+    make_launch: Callable[..., Launch],
+    tmp_path: Path,
+    no_leftovers: list[Handle],
+) -> None:
+    """The server died between starting a runner and storing its handle: a new server (another
+    executor on the same run directory) finds the running attempt, and later its exit file."""
+    go = tmp_path / "go"
+    handle = executor.start(make_launch(wait_for_file_then_exit(go, 3), task_id="t-lost"))
+    no_leftovers.append(handle)
+    other = LocalExecutor(tmp_path / "run")
+    assert other.find_attempt("t-other") is None
+    found = other.find_attempt("t-lost")
+    assert found == handle, "the same process, marker and exit file"
+    assert other.poll(found) is None
+    go.touch()
+    assert wait_for_exit(executor, handle) == ExitStatus(code=3)
+    ended = other.find_attempt("t-lost")
+    assert ended is not None and ended.pid == 0 and ended.exit_file == handle.exit_file
+    assert other.poll(ended) == ExitStatus(code=3)
+    other.signal(ended, signal.SIGTERM)  # an ended attempt known by its file only: nothing to signal
+    other.kill(ended)
+    other.release(ended)
+    assert other.find_attempt("t-lost") is None

@@ -79,9 +79,11 @@ def live_first_starts(jobs: list[SimJob], home: Path) -> dict[str, float]:
                 name=job.job_id,
             )
             with ctx.db.session() as session:
-                ids[task_service.submit(session, ctx.policies.policy, body, who, t, ctx.seq.next()).id] = (
-                    job.job_id
-                )
+                ids[
+                    task_service.submit(
+                        session, ctx.policies.policy, body, who, t, lambda: ctx.seq.next(session)
+                    ).id
+                ] = job.job_id
             scheduler.task_submitted(next(k for k, v in ids.items() if v == job.job_id))
         while True:  # cycles back to back until one changes nothing, as the simulator does
             stats = scheduler.cycle()

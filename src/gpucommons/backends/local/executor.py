@@ -58,6 +58,10 @@ class LaunchError(PortLaunchError):
     """The attempt could not be started; the message says why (for the task's events)."""
 
 
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
 def _safe_name(task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", task_id)[:80] or "task"
 
@@ -193,6 +197,8 @@ class LocalExecutor(ExecutorBase):
         pid that is still some group's id, so what is left of group `pid` is ours. No when the pid
         belongs to another process, or the runner finished (it swept its session; a group with that
         id now would be someone else's)."""
+        if handle.pid <= 0:  # an attempt known only by its exit file (`find_attempt`): it has ended
+            return False
         if read_stat(handle.pid) is None:
             return not (handle.exit_file is not None and handle.exit_file.exists())
         return same_process(handle.pid, handle.start_marker) is not None
@@ -258,6 +264,34 @@ class LocalExecutor(ExecutorBase):
 
     def is_alive(self, handle: Handle) -> bool:
         return self.poll(handle) is None
+
+    def find_attempt(self, task_id: str) -> Handle | None:
+        """The attempt of `task_id` a dead server started without recording it: a runner process of
+        ours whose exit file names the task, or the exit file such a runner left when it ended.
+
+        The exit file's name is chosen before the runner starts and is in the runner's command line
+        from its exec on, so from the instant the process exists it can be found by its `/proc` entry.
+        """
+        prefix = f"{_safe_name(task_id)}."
+        for pid_text in os.listdir("/proc"):
+            if not pid_text.isdigit():
+                continue
+            try:
+                argv = (Path("/proc") / pid_text / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if RUNNER_MODULE.encode() not in argv or b"--exit-file" not in argv:
+                continue
+            exit_file = Path(os.fsdecode(argv[argv.index(b"--exit-file") + 1]))
+            if exit_file.parent != self.run_dir or not exit_file.name.startswith(prefix):
+                continue
+            marker = start_marker(int(pid_text))
+            if marker is not None:
+                return Handle(task_id=task_id, pid=int(pid_text), start_marker=marker, exit_file=exit_file)
+        with contextlib.suppress(OSError):
+            for exit_file in sorted(self.run_dir.glob(f"{glob_escape(prefix)}*.exit")):
+                return Handle(task_id=task_id, pid=0, start_marker="", exit_file=exit_file)
+        return None
 
     def release(self, handle: Handle) -> None:
         """The server has recorded the attempt's end: forget it and delete its exit file."""

@@ -1,7 +1,7 @@
 """`/api/v1/invoices` (chargeback of a month, in every export format) and `/api/v1/budgets`.
 
-Including this router also runs the budget watcher (`workers.budgets`) for the app's lifetime, so
-the app factory registers costs with one line.
+Including this router also runs the budget watcher (`workers.budgets`) while the process leads
+(a leader duty, `workers.election`), so the app factory registers costs with one line.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ async def _budget_watcher(app: FastAPI) -> AsyncIterator[None]:
     ctx = app.state.commons
     watcher = BudgetWatcher.from_env(ctx)
     app.state.budget_watcher = watcher
-    if ctx.settings.run_scheduler:
-        watcher.start()
+    # The leader's work: its alerts are written once, and it feeds the leader's scheduler.
+    ctx.add_duty("the budget watcher", watcher.start, watcher.stop)
     try:
         yield
     finally:

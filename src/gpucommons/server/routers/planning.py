@@ -25,9 +25,16 @@ from gpucommons.server.services.planning_runs import PlanningRunner
 @asynccontextmanager
 async def _runner(app: FastAPI) -> AsyncIterator[None]:
     ctx = app.state.commons
-    planning_runs.fail_stale(ctx.db, ctx.clock.now())
-    runner = PlanningRunner(ctx.db, lambda: (ctx.policies.policy, ctx.policies.version), ctx.clock)
+    if ctx.election is None:  # one process, nothing elected: runs are worked off here, as created
+        planning_runs.fail_stale(ctx.db, ctx.clock.now())
+    runner = PlanningRunner(
+        ctx.db,
+        lambda: (ctx.policies.policy, ctx.policies.version),
+        ctx.clock,
+        local=ctx.election is None,
+    )
     app.state.planning_runner = runner
+    ctx.add_duty("the planning runner", runner.lead, runner.stop)
     try:
         yield
     finally:

@@ -11,11 +11,13 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import TypeAdapter
+from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import BadRequest, CommonsError, NotFound
 from gpucommons.api.fields import INT32_MAX
 from gpucommons.backends.ports import Admitter
+from gpucommons.domain.election import Sharing
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
@@ -26,6 +28,7 @@ from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, link_he
 from gpucommons.server.services import convert
 from gpucommons.server.services import tasks as service
 from gpucommons.store.models import TaskRow
+from gpucommons.store.sequence import store_numbered
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
 
@@ -41,9 +44,12 @@ def submit(
     audit_note(request, "task.submit", team=body.team)
     _require_image(ctx, body)
     now = ctx.clock.now()
-    with ctx.db.session() as session:
-        row = service.submit(session, ctx.policies.policy, body, who, now, ctx.seq.next())
-        out = convert.task(row)
+
+    def store(session: Session) -> schemas.Task:
+        row = service.submit(session, ctx.policies.policy, body, who, now, lambda: ctx.seq.next(session))
+        return convert.task(row)
+
+    out = store_numbered(ctx.db, ctx.seq, store)
     audit_note(request, "task.submit", team=out.team, target=out.id)
     ctx.scheduler.task_submitted(out.id)
     return out
@@ -57,17 +63,21 @@ def submit_batch(
     index of the refused one in `details.index`)."""
     audit_note(request, "task.submit", count=len(body.tasks))
     now = ctx.clock.now()
-    with ctx.db.session() as session:
+
+    def store(session: Session) -> list[schemas.Task]:
         rows = []
+        policy = ctx.policies.policy
         for index, item in enumerate(body.tasks):
             try:
                 _require_image(ctx, item)
-                rows.append(service.submit(session, ctx.policies.policy, item, who, now, ctx.seq.next()))
+                rows.append(service.submit(session, policy, item, who, now, lambda: ctx.seq.next(session)))
             except CommonsError as exc:
                 exc.details["index"] = index
                 exc.message = f"tasks[{index}]: {exc.message}"
                 raise
-        out = [convert.task(r) for r in rows]
+        return [convert.task(r) for r in rows]
+
+    out = store_numbered(ctx.db, ctx.seq, store)
     for task in out:
         ctx.scheduler.task_submitted(task.id)
     return out
@@ -136,6 +146,10 @@ def cancel(task_id: str, request: Request, ctx: ContextDep, who: CurrentPrincipa
     with ctx.scheduler.lock:
         with ctx.db.session() as session:
             row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CANCEL)
+            if ctx.sharing is Sharing.SHARED:
+                # The leader may be reserving this task in another process: its row lock orders the
+                # two (PostgreSQL; the scheduler lock above does it within one process).
+                session.refresh(row, with_for_update=True)
             audit_note(request, "task.cancel", team=row.team, target=task_id)
             service.cancel(session, row, who, ctx.clock.now())
             out = convert.task(row)

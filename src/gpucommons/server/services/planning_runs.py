@@ -7,6 +7,11 @@ the scheduler keeps its CPU) turns the month's tasks into a trace, runs the what
 proposed one, writes its progress as it goes, and stores the report. A server that stops while a run
 is under way marks it failed at its next start, saying so.
 
+With several replicas on one database only the leader works runs off (`lead`, a leader duty): a run
+created through a follower stays `queued` in the store until the leader's runner, which looks for
+queued runs every `poll_s`, takes it; a new leader fails the runs its dead predecessor had under way
+and takes the queued ones.
+
 The trace: one job per task submitted in the month that ever held GPUs. Its work is the GPU-time it
 kept (every attempt's run time, less the work preemptions threw away); a task without checkpoints is
 modelled as losing all its work when preempted, one with `every:X` as saving every X, one with
@@ -188,28 +193,49 @@ def get(db: Database, run_id: str) -> wire.PlanningRun:
         return to_wire(row)
 
 
-def fail_stale(db: Database, now: float) -> int:
+def fail_stale(db: Database, now: float, statuses: tuple[str, ...] = ("queued", "running")) -> int:
     """Runs a previous server process left queued or running: they will never finish."""
     with db.session() as session:
-        rows = session.scalars(
-            select(PlanningRunRow).where(PlanningRunRow.status.in_(["queued", "running"]))
-        ).all()
+        rows = session.scalars(select(PlanningRunRow).where(PlanningRunRow.status.in_(list(statuses)))).all()
         for row in rows:
             row.status, row.error, row.finished_at = "failed", STALE_MESSAGE, now
         return len(rows)
 
 
 class PlanningRunner:
-    """Creates runs and works them off, one at a time, in a daemon thread."""
+    """Creates runs and works them off, one at a time, in a daemon thread.
 
-    def __init__(self, db: Database, current_policy: Any, clock: Any) -> None:
+    `local`: runs created here are worked off here (one server process). Otherwise only `lead()`
+    makes this runner work, off the store's queue (module docstring).
+    """
+
+    def __init__(
+        self, db: Database, current_policy: Any, clock: Any, *, local: bool = True, poll_s: float = 2.0
+    ) -> None:
         self.db = db
         self._current = current_policy
         self.clock = clock
+        self._local = local
+        self.poll_s = poll_s
+        self._leading = False
         self._lock = threading.Lock()
         self._queue: list[str] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
+
+    def lead(self) -> None:
+        """This process became the leader: fail what a dead leader had under way, work the queue."""
+        fail_stale(self.db, self.clock.now(), ("running",))
+        with self._lock:
+            self._leading = True
+            self._ensure_thread()
+
+    def _ensure_thread(self) -> None:
+        """Caller holds `_lock`."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._work, name="commons-planning", daemon=True)
+            self._thread.start()
 
     def create(self, body: wire.PlanningRunCreate, who: str) -> wire.PlanningRun:
         now = self.clock.now()
@@ -244,25 +270,47 @@ class PlanningRunner:
             session.flush()
             out = to_wire(row)
         with self._lock:
-            self._queue.append(row.id)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._work, name="commons-planning", daemon=True)
-                self._thread.start()
+            if self._leading:
+                self._wake.set()
+            elif self._local:
+                self._queue.append(row.id)
+                self._ensure_thread()
         return out
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
 
+    def _next_queued(self) -> str | None:
+        with self.db.session() as session:
+            return session.scalar(
+                select(PlanningRunRow.id)
+                .where(PlanningRunRow.status == "queued")
+                .order_by(PlanningRunRow.created_at, PlanningRunRow.id)
+                .limit(1)
+            )
+
     def _work(self) -> None:
         while not self._stop.is_set():
+            run_id: str | None
             with self._lock:
-                if not self._queue:
+                leading = self._leading
+                if not leading and not self._queue:
                     self._thread = None
                     return
-                run_id = self._queue.pop(0)
+                run_id = self._queue.pop(0) if self._queue else None
+            if run_id is None:
+                try:
+                    run_id = self._next_queued()
+                except Exception:
+                    log.exception("cannot read the queued planning runs")
+                if run_id is None:
+                    self._wake.wait(self.poll_s)
+                    self._wake.clear()
+                    continue
             try:
                 self.run(run_id)
             except Exception as exc:  # the run fails with the reason; the runner goes on

@@ -39,6 +39,17 @@ def current(session: Session) -> PolicyRow | None:
     return session.scalars(select(PolicyRow).order_by(PolicyRow.id.desc()).limit(1)).first()
 
 
+def newer_than(db: Database, version: int) -> tuple[Policy, int] | None:
+    """The current policy when it is newer than `version` (applied through another replica)."""
+    with db.session() as session:
+        latest = session.scalar(select(func.max(PolicyRow.id)))
+        if latest is None or latest <= version:
+            return None
+        row = session.get(PolicyRow, latest)
+        assert row is not None
+        return parse_policy(row.text, f"stored policy #{row.id}"), row.id
+
+
 def load_at_startup(db: Database, path: Path | None, now: float) -> tuple[Policy, int]:
     """The file given to `commons up` becomes current if it differs from the stored one; without a
     file the stored current policy is used. Raises `PolicyError` for a bad file."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -53,8 +53,15 @@ def _check_fits_somewhere(policy: Policy, team: Team, pools: Sequence[str], want
 
 
 def submit(
-    session: Session, policy: Policy, body: schemas.TaskSubmit, who: Principal, now: float, seq: int
+    session: Session,
+    policy: Policy,
+    body: schemas.TaskSubmit,
+    who: Principal,
+    now: float,
+    next_seq: Callable[[], int],
 ) -> TaskRow:
+    """Check the request and store the task; its sequence number is taken only once it is accepted
+    (`next_seq`, in this transaction), so refused submissions leave no gap."""
     if not policy.has_team(body.team):
         raise _invalid("team", f"unknown team {body.team!r}; teams: {', '.join(policy.team_names)}")
     authorize(who, Action.TASK_SUBMIT, body.team)
@@ -93,7 +100,7 @@ def submit(
 
     row = TaskRow(
         id="t" + secrets.token_hex(5),
-        seq=seq,
+        seq=next_seq(),
         name=body.name or body.command[0].rsplit("/", 1)[-1][:200],
         team=team.name,
         state=TaskState.PENDING.value,

@@ -15,7 +15,9 @@ Our engine does not decide here. The worker
    so the teams, queue and metrics views are the same as with the embedded engine.
 
 The store is the truth; `recover()` rebuilds the mirror from it and re-submits what was accepted
-but never reached the cluster.
+but never reached the cluster. With several server processes on one database only the leader runs
+this worker (`workers.election`); the others keep a read-only `mirror()` for their views, and the
+leader finds what they stored (submissions, cancels) in the database every `reconcile_s`.
 """
 
 from __future__ import annotations
@@ -125,12 +127,14 @@ class ClusterWorker:
         clock: Clock,
         paths: TaskPaths,
         *,
-        next_seq: Callable[[], int],
+        next_seq: Callable[[Session], int],
         server_url: str = "",
         default_image: str = "",
         hooks: SchedulerHooks | None = None,
         tick_s: float = 0.5,
         apply_policy: bool = False,
+        standby: bool = False,
+        reconcile_s: float = 2.0,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -142,6 +146,12 @@ class ClusterWorker:
         self.default_image = default_image
         #: Write each applied policy to the cluster (`commons up --apply-policy`).
         self.apply_policy = apply_policy
+        #: A standby worker (a process that may follow) acts only once `start()` makes it lead.
+        self._active = not standby
+        self.reconcile_s = reconcile_s
+        self._reconciled_at = float("-inf")
+        #: Cluster objects already deleted for a cancel (not asked again at each reconcile).
+        self._deleted_refs: set[str] = set()
         self.hooks = hooks or SchedulerHooks()
         self.tick_s = tick_s
         self.lock = threading.RLock()
@@ -165,6 +175,7 @@ class ClusterWorker:
     # --- lifecycle ----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._active = True
         self.recover()
         with self.db.session() as session:
             # Only tasks created before the first look can have vanished unseen.
@@ -203,6 +214,36 @@ class ClusterWorker:
     def wake(self) -> None:
         self._wake.set()
 
+    def mirror(self) -> None:
+        """A follower's read-only view: the mirror rebuilt from the store, each pending task's reason
+        as the leader last stored it. Decides nothing, writes nothing."""
+        with self.lock:
+            self._take_policy()
+            self.state = self._state_from_store()
+            with self.db.session() as session:
+                waiting = session.execute(
+                    select(TaskRow.id, TaskRow.message).where(TaskRow.state == TaskState.PENDING.value)
+                ).all()
+            self.pending = {
+                tid: Pending(PendingCode.CLUSTER_ADMISSION, message) for tid, message in waiting if message
+            }
+            self.usage = UsageView.of(self.state)
+            self.last_cycle_at = self.clock.now()
+
+    def _state_from_store(self) -> ClusterState:
+        state = ClusterState(self.policy)
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(TaskRow)
+                .where(TaskRow.state.in_([TaskState.PENDING.value, *LIVE_STATES]))
+                .order_by(TaskRow.seq)
+            ).all()
+            for row in rows:
+                state.add_pending(task_request(row, self.policy))
+                if row.state != TaskState.PENDING.value and row.assigned_pool:
+                    self._admit_in(state, row.id, row.assigned_pool, row.borrowed_gpus, row.admitted_at)
+        return state
+
     def recover(self) -> None:
         """Rebuild the mirror from the store; queue the creation of accepted tasks not yet created."""
         with self.lock:
@@ -226,6 +267,8 @@ class ClusterWorker:
     # --- the API's side -----------------------------------------------------------------------------
 
     def task_submitted(self, task_id: str) -> None:
+        if not self._active:
+            return  # the leader finds it in the store
         with self.lock:
             with self.db.session() as session:
                 row = session.get(TaskRow, task_id)
@@ -236,6 +279,8 @@ class ClusterWorker:
         self._wake.set()
 
     def mark_dirty(self, task_id: str) -> None:
+        if not self._active:
+            return
         self._dirty.add(task_id)
         self._wake.set()
 
@@ -289,6 +334,7 @@ class ClusterWorker:
             self._wake.clear()
             try:
                 self._take_policy()
+                self._take_stored()
                 self._act_on_dirty()
                 self._create_submitted()
             except Exception:
@@ -303,6 +349,42 @@ class ClusterWorker:
                 self.state.set_policy(policy)
                 self.policy, self._policy_version = policy, version
                 self.backend.use_policy(policy)
+
+    def _take_stored(self) -> None:
+        """What other server processes stored: tasks accepted but not yet on the cluster, and
+        cancels of tasks that are (every `reconcile_s`)."""
+        if time.monotonic() - self._reconciled_at < self.reconcile_s:
+            return
+        self._reconciled_at = time.monotonic()
+        queued = {c.task_id for c in self._commands}
+        with self.db.session() as session:
+            uncreated = session.scalars(
+                select(TaskRow.id).where(
+                    TaskRow.state == TaskState.PENDING.value,
+                    TaskRow.cluster_ref.is_(None),
+                    TaskRow.origin == "commons",
+                )
+            ).all()
+            cancelled = session.execute(
+                select(TaskRow.id, TaskRow.cluster_ref).where(
+                    TaskRow.cluster_ref.is_not(None),
+                    (TaskRow.cancel_requested.is_(True) & TaskRow.state.in_(list(LIVE_STATES)))
+                    | (
+                        (TaskRow.state == TaskState.CANCELLED.value)
+                        & (TaskRow.finished_at > self.clock.now() - 600)
+                        & (TaskRow.origin == "commons")
+                    ),
+                )
+            ).all()
+        new = [task_id for task_id in uncreated if task_id not in queued]
+        if new:
+            with self.lock, self.db.session() as session:
+                for row in session.scalars(select(TaskRow).where(TaskRow.id.in_(new))):
+                    if self.state.pending(row.id) is None:
+                        self.state.add_pending(task_request(row, self.policy))
+                self.usage = UsageView.of(self.state)
+            self._commands.extend(_Command(task_id) for task_id in new)
+        self._dirty.update(tid for tid, ref in cancelled if ref not in self._deleted_refs)
 
     def _create_submitted(self) -> None:
         now = time.monotonic()
@@ -367,8 +449,11 @@ class ClusterWorker:
                 if r.cluster_ref and (r.cancel_requested or r.state == TaskState.CANCELLED.value)
             ]
         for ref in wanted:
+            if ref in self._deleted_refs:
+                continue
             try:
                 self.backend.delete(ref)
+                self._deleted_refs.add(ref)
             except BackendUnavailable:
                 self._dirty.update(r.id for r in rows if r.cluster_ref == ref)
             except LaunchError as exc:
@@ -445,7 +530,7 @@ class ClusterWorker:
         at = report.at or now
         row = TaskRow(
             id=task_id,
-            seq=self.next_seq(),
+            seq=self.next_seq(session),
             name=report.ref,
             team=report.team,
             state=TaskState.PENDING.value,
@@ -505,6 +590,11 @@ class ClusterWorker:
             self._step(session, row, state, report, at)
 
     def _step(self, session: Session, row: TaskRow, state: TaskState, report: TaskReport, at: float) -> None:
+        # The cluster writes whole seconds: its admission may read earlier than our own fractional
+        # submission time. A step never goes back before the one it follows.
+        at = max(
+            [at] + [t for t in (row.queued_at, row.admitted_at, row.started_at, row.stop_requested_at) if t]
+        )
         message = report.message if state == report.state else ""
         if state is TaskState.ADMITTED:
             pool = report.pool or row.pool_request or ""
@@ -522,7 +612,7 @@ class ClusterWorker:
                 priority_class=row.priority_class,
             )
         elif state is TaskState.RUNNING:
-            row.started_at = report.started_at or at
+            row.started_at = max(report.started_at or at, at)
             switch_task_state(session, row, state, row.started_at, message or "its pods are running")
         elif state is TaskState.PREEMPTING:
             self._preempting(session, row, report, at, message)

@@ -12,6 +12,14 @@ change — `wake()`) and at least every `tick` seconds (exit polling, grace-peri
 
 The store is the truth; the in-memory state mirrors it and is rebuilt from it at startup (crash
 recovery) or whenever a store write fails. Every change happens under `lock`.
+
+With several server processes on one database (`shared_store`), only the leader runs cycles; the
+others store tasks, cancels and checkpoints that this process did not see through its own inbox. So
+every cycle also takes in the tasks above the submission watermark (`domain.intake`), and every
+`reconcile_s` the pending set is compared with the store (a pending task cancelled elsewhere leaves the
+queue, a task missed by the watermark joins it). Cancels and checkpoints of live attempts need nothing
+more: supervision reads every live row once per tick anyway. A follower's scheduler never acts; its
+state is refreshed read-only (`mirror`) so the views it serves stay current.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from gpucommons.backends.ports import (
@@ -37,6 +45,7 @@ from gpucommons.backends.ports import (
     LaunchError,
     QueuePosition,
 )
+from gpucommons.domain.intake import SeqWatermark
 from gpucommons.domain.model import Policy, PriorityClass
 from gpucommons.domain.stopping import StopAction, StopPlan, next_stop_step, parse_signal
 from gpucommons.domain.task import CheckpointMode, TaskState
@@ -69,6 +78,9 @@ log = logging.getLogger(__name__)
 
 #: Admissions reserved per transaction.
 RESERVE_CHUNK = 64
+#: After a rebuild the watermark starts this many submissions below the largest one seen, so that
+#: submissions whose transactions were still open during the rebuild are found by the next scans.
+INTAKE_LOOKBACK = 1000
 
 
 class Scheduler:
@@ -83,6 +95,10 @@ class Scheduler:
         tick_s: float = 0.5,
         hooks: SchedulerHooks | None = None,
         config: EngineConfig | None = None,
+        shared_store: bool = False,
+        reconcile_s: float = 2.0,
+        intake_patience_s: float = 10.0,
+        standby: bool = False,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -98,6 +114,14 @@ class Scheduler:
         #: by one, so a crash never leaves a running process the store does not know.
         self.batch_starts = not executor.traits.attempts_outlive_server
         self.lock = threading.RLock()
+        #: Other processes store tasks in the same database (module docstring).
+        self.shared_store = shared_store
+        self.reconcile_s = reconcile_s
+        self._intake = SeqWatermark(0, intake_patience_s)
+        self._reconciled_at = float("-inf")
+        #: Takes in submissions, cancels and checkpoints. A `standby` scheduler (a process that may
+        #: follow) drops them until `recover` makes it the acting one: the leader finds them in the store.
+        self._active = not standby
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,6 +143,8 @@ class Scheduler:
         #: Tasks whose GPU allocations go at the end of the current transaction (one DELETE).
         self._freeing: list[str] = []
         self._batching_frees = False
+        #: Attempts settled in the current transaction, released after it commits.
+        self._settled: list[Handle] = []
         #: Open ledger intervals of the attempts being settled, read in one query per cycle.
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
 
@@ -143,8 +169,14 @@ class Scheduler:
     def wake(self) -> None:
         self._wake.set()
 
+    @property
+    def active(self) -> bool:
+        return self._active
+
     def task_submitted(self, task_id: str) -> None:
         """A new pending task is in the store: take it in at the next cycle (which starts now)."""
+        if not self._active:
+            return
         self._inbox.append(task_id)
         self._wake.set()
 
@@ -194,8 +226,23 @@ class Scheduler:
                     if row.preemptions:
                         state.set_preemption_count(row.id, row.preemptions)
                 self._handles = {r.id: h for r in live if (h := handle_of(r)) is not None}
+                if self.shared_store:
+                    top = session.scalar(select(func.max(TaskRow.seq))) or 0
+                    self._intake = SeqWatermark(max(0, top - INTAKE_LOOKBACK), self._intake.patience_s)
+                    self._reconciled_at = time.monotonic()
             self.state = state
             self._supervised_at = float("-inf")
+
+    def mirror(self) -> None:
+        """A follower's read-only view: the state rebuilt from the store and the engine's reasons for
+        every pending task, as the leader would give them. Decides nothing, writes nothing."""
+        self.rebuild()
+        with self.lock:
+            now = self.clock.now()
+            decisions = decide(self.state, now, self.config)
+            self.pending = dict(decisions.pending)
+            self.last_cycle_at = now
+            self.usage = UsageView.of(self.state)
 
     def recover(self) -> None:
         """After a restart: rebuild, requeue attempts that never started, then settle the dead.
@@ -205,12 +252,29 @@ class Scheduler:
         files, at the time the file was written, so ledger intervals close when the process ended.
         """
         now = self.clock.now()
+        self._active = True
         with self.lock:
             with self.db.session() as session:
                 never_started = session.scalars(
                     select(TaskRow).where(TaskRow.state == TaskState.ADMITTED.value, TaskRow.pid.is_(None))
                 ).all()
                 for row in never_started:
+                    handle = self.executor.find_attempt(row.id)
+                    if handle is not None:
+                        # Launched just before the server died, before its handle was stored: the
+                        # attempt is adopted like any other (running, or settled from its exit file).
+                        row.pid, row.start_marker = handle.pid, handle.start_marker
+                        row.exit_file = str(handle.exit_file) if handle.exit_file else None
+                        row.log_path = str(self.paths.log(row.id))
+                        row.started_at = row.admitted_at or now
+                        switch_task_state(
+                            session,
+                            row,
+                            TaskState.RUNNING,
+                            now,
+                            f"re-adopted (pid {handle.pid}): started just before the server stopped",
+                        )
+                        continue
                     self._release_resources(session, row, now, EndReason.PREEMPTED, 0.0)
                     row.queued_at = now
                     switch_task_state(
@@ -229,6 +293,8 @@ class Scheduler:
             now = self.clock.now()
             self._take_policy()
             self._take_inbox()
+            if self.shared_store:
+                self._take_stored()
             stats.ended = self._watch(now)
             decisions = decide(self.state, now, self.config)
             self.pending = dict(decisions.pending)
@@ -249,6 +315,8 @@ class Scheduler:
 
     def mark_dirty(self, task_id: str) -> None:
         """The API changed a live task (cancel, checkpoint): supervise it at the next cycle."""
+        if not self._active:
+            return
         self._dirty.add(task_id)
         self._wake.set()
 
@@ -280,6 +348,40 @@ class Scheduler:
 
     def publish_policy(self, policy: Policy) -> None:
         """Our engine admits: it takes the new policy at its next cycle."""
+
+    def _take_stored(self) -> None:
+        """Tasks other processes stored: new ones above the watermark (every cycle), and every
+        `reconcile_s` the whole pending set against the store (caller holds `lock`)."""
+        reconcile = time.monotonic() - self._reconciled_at >= self.reconcile_s
+        with self.db.session() as session:
+            above = session.execute(
+                select(TaskRow.id, TaskRow.seq, TaskRow.state).where(TaskRow.seq > self._intake.floor)
+            ).all()
+            self._intake.saw((seq for _, seq, _ in above), time.monotonic())
+            pending_ids = {tid for tid, _, st in above if st == TaskState.PENDING.value}
+            if reconcile:
+                self._reconciled_at = time.monotonic()
+                stored = set(
+                    session.scalars(select(TaskRow.id).where(TaskRow.state == TaskState.PENDING.value))
+                )
+                for task in list(self.state.iter_pending()):
+                    if task.id not in stored:
+                        self.forget_pending(task.id)
+                pending_ids |= stored
+            new = [
+                tid
+                for tid in pending_ids
+                if self.state.pending(tid) is None and self.state.running(tid) is None
+            ]
+            if not new:
+                return
+            rows = session.scalars(
+                select(TaskRow)
+                .where(TaskRow.id.in_(new), TaskRow.state == TaskState.PENDING.value)
+                .order_by(TaskRow.seq)
+            ).all()
+            for row in rows:
+                self.state.add_pending(task_request(row, self.policy))
 
     def forget_pending(self, task_id: str) -> None:
         """A pending task was cancelled: take it out of its queue (caller holds `lock`)."""
@@ -321,10 +423,14 @@ class Scheduler:
                         continue
                     self._supervise(session, row, handle, now)
                 self._free_gpus(session)
+            for handle in self._settled:
+                with contextlib.suppress(Exception):
+                    self.executor.release(handle)
         finally:
             self._batching_frees = False
             self._freeing = []
             self._intervals = {}
+            self._settled = []
         if full:
             self._supervised_at = now
         return ended
@@ -447,8 +553,9 @@ class Scheduler:
             if self.state.running(row.id) is not None:
                 self.state.finish(row.id, at)
         self._handles.pop(row.id, None)
-        with contextlib.suppress(Exception):
-            self.executor.release(handle)
+        # Released (its exit file deleted) only once this transaction has committed: a crash before
+        # the commit must leave the file for the next leader to settle the attempt from.
+        self._settled.append(handle)
 
     def _release_resources(
         self, session: Session, row: TaskRow, at: float, reason: EndReason, lost: float
@@ -479,6 +586,12 @@ class Scheduler:
             row = session.get(TaskRow, preempt.victim_id)
             if row is None or row.state not in LIVE_STATES:
                 return 0
+            if self.shared_store:
+                preemptor_row = session.get(TaskRow, preempt.preemptor_id)
+                if preemptor_row is None or preemptor_row.state != TaskState.PENDING.value:
+                    # Cancelled through another replica since the last reconcile: preempt nobody for it.
+                    self.forget_pending(preempt.preemptor_id)
+                    return 0
             handle = handle_of(row)
             row.preempted_by = preempt.preemptor_id
             row.preemptions += 1
@@ -511,7 +624,12 @@ class Scheduler:
             chunk = admits[first : first + RESERVE_CHUNK]
             with self.db.session() as session:
                 ids = [a.task_id for a in chunk]
-                rows = {r.id: r for r in session.scalars(select(TaskRow).where(TaskRow.id.in_(ids)))}
+                query = select(TaskRow).where(TaskRow.id.in_(ids))
+                if self.shared_store:
+                    # Row locks (PostgreSQL): a cancel stored by another replica waits for this
+                    # reservation, or this reservation sees the task cancelled; never both.
+                    query = query.with_for_update()
+                rows = {r.id: r for r in session.scalars(query)}
                 reserved_here: list[Launch] = []
                 for admit in chunk:
                     reserved = self._reserve(session, rows.get(admit.task_id), admit, now)

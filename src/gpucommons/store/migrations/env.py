@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 
 from gpucommons.store.migrate import target_metadata
+
+#: The advisory-lock key that serialises migrations (any fixed 64-bit number; see store.leadership).
+MIGRATION_LOCK_KEY = 0x636F6D6D6F6E73  # "commons"
 
 config = context.config
 metadata = target_metadata()
@@ -24,6 +27,10 @@ def run_migrations_online() -> None:
             compare_type=True,
         )
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                # Replicas starting together: one migrates, the others wait here and then find the
+                # database at head (the lock ends with the transaction).
+                connection.execute(text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
             context.run_migrations()
         connection.commit()
 

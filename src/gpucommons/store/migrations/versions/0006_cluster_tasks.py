@@ -5,8 +5,8 @@ On a cluster backend (Kubernetes with Kueue) a task runs in a container `image` 
 cluster also runs work nobody submitted through GPU Commons (`origin` = `cluster`: a Job made
 with kubectl), which is shown and billed to its namespace's team like any other task.
 
-Revision ID: 0005_cluster_tasks
-Revises: 0004_token_creators
+Revision ID: 0006_cluster_tasks
+Revises: 0005_task_seq
 Create Date: 2026-12-01 20:40:00
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005_cluster_tasks"
-down_revision: str | None = "0004_token_creators"
+revision: str = "0006_cluster_tasks"
+down_revision: str | None = "0005_task_seq"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

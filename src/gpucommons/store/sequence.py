@@ -1,0 +1,100 @@
+"""The global submission sequence (`tasks.seq`, the engine's tie-breaker), for one writer or many.
+
+SQLite has one server process per database (`store.leadership`), so the sequence is handed out from
+memory: no round trip on the hot submission path. On PostgreSQL every replica stores tasks, so the
+numbers come from the database sequence `task_seq` (migration 0005), taken in the submitting
+transaction: unique across processes, without retries. Sequence numbers are not rolled back, so a
+refused or failed submission leaves a gap, and numbers become visible in commit order, not number
+order; `domain.intake.SeqWatermark` is how the leader copes with both.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gpucommons.store.db import Database
+from gpucommons.store.models import TaskRow
+
+#: The PostgreSQL sequence behind `tasks.seq`.
+TASK_SEQ = "task_seq"
+
+T = TypeVar("T")
+
+
+class SeqAllocator(Protocol):
+    def next(self, session: Session) -> int:
+        """The next submission number, for a task stored in `session`'s transaction."""
+        ...
+
+    def catch_up(self, db: Database) -> None:
+        """Continue after the largest number stored (rows written past this allocator)."""
+        ...
+
+
+class MemorySeq:
+    """Numbers from memory: right only while this process is the one writer (SQLite)."""
+
+    def __init__(self, db: Database) -> None:
+        self._lock = threading.Lock()
+        self._next = 1
+        self.catch_up(db)
+
+    def catch_up(self, db: Database) -> None:
+        with db.session() as session:
+            last = session.scalar(select(func.max(TaskRow.seq)))
+        with self._lock:
+            self._next = max(self._next, (last or 0) + 1)
+
+    def next(self, session: Session) -> int:
+        with self._lock:
+            seq = self._next
+            self._next += 1
+            return seq
+
+
+class DatabaseSeq:
+    """Numbers from the database sequence: any number of writers."""
+
+    def next(self, session: Session) -> int:
+        return int(session.execute(text(f"SELECT nextval('{TASK_SEQ}')")).scalar_one())
+
+    def catch_up(self, db: Database) -> None:
+        """Moves the sequence forward only, and only past rows stored without it (which the
+        server never writes): it cannot hand a number out twice."""
+        with db.session() as session:
+            session.execute(
+                text(
+                    f"SELECT setval('{TASK_SEQ}', t.m) FROM (SELECT max(seq) AS m FROM tasks) AS t,"
+                    f" {TASK_SEQ} AS s WHERE t.m > s.last_value OR (t.m = s.last_value AND NOT s.is_called)"
+                )
+            )
+
+
+def is_seq_collision(error: IntegrityError) -> bool:
+    text_ = str(error.orig)
+    return "uq_tasks_seq" in text_ or "tasks.seq" in text_
+
+
+def store_numbered(db: Database, seq: SeqAllocator, work: Callable[[Session], T]) -> T:
+    """Run `work` (which numbers tasks with `seq`) in one transaction. Should a number collide with
+    a row stored past the allocator (tasks seeded by hand, a database restored from elsewhere), the
+    allocator catches up and the whole transaction runs once more."""
+    for attempt in (1, 2):
+        try:
+            with db.session() as session:
+                return work(session)
+        except IntegrityError as exc:
+            if attempt == 2 or not is_seq_collision(exc):
+                raise
+            seq.catch_up(db)
+    raise AssertionError("unreachable")
+
+
+def seq_allocator(db: Database) -> SeqAllocator:
+    return MemorySeq(db) if db.is_sqlite else DatabaseSeq()
