@@ -183,3 +183,26 @@ def test_task_path_check_warns_when_the_platforms_interpreter_is_closed_to_team_
     assert check.status == "warn", check.detail
     assert "team accounts get PATH=" in check.detail and str(private) not in check.detail.split(";")[0]
     assert "cannot enter" in check.detail
+
+
+def test_task_path_check_reports_the_executors_path_and_warns_without_commons(tmp_path: Path) -> None:
+    """Doctor names the PATH `task_path` gives tasks (the executor's), not the shell's as it is; a
+    platform bin directory without `commons` means `commons checkpoint` fails inside tasks."""
+    from gpucommons.backends.local.task_path import task_path
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python3"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    shell = "/usr/bin:/bin"
+    check = task_path_check(IsolationMode.LOGICAL, shell, str(python))
+    expected = task_path(shell, str(python), team_account=False)
+    assert expected == f"{shell}:{bin_dir}"
+    assert f"tasks get PATH={expected} " in check.detail
+    assert check.status == "warn" and "`commons checkpoint` fails inside tasks" in check.detail
+    commons = bin_dir / "commons"
+    commons.write_text("#!/bin/sh\n")
+    commons.chmod(0o755)
+    check = task_path_check(IsolationMode.LOGICAL, shell, str(python))
+    assert check.status == "ok" and f"commons is {commons}" in check.detail
