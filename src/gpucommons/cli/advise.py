@@ -4,7 +4,7 @@
                    [--validate last:25%] [--half-life 14d] [--max-change 25%] [--whole-nodes]
                    [--out proposed.yaml] [--json] [--plot waits.png] [--check-trace trace.csv]
 
-With a job trace (contract 2) the quotas are searched for by replaying the history under each
+With a job trace (docs/design.md, contract 2) the quotas are searched for by replaying the history under each
 candidate with the cluster's engine (`gpucommons.planning.replay_advice`); the replays run in a
 pool of `--workers` processes (2 by default, the CI machine's cores). A sampled usage file
 (`time_s,team,running_gpus,pending_gpus,...`) cannot be replayed, so it is sized by the demand
@@ -64,7 +64,7 @@ def _is_usage_file(path: Path) -> bool:
 
 
 def _read_history(path: Path, policy: Policy) -> UsageHistory:
-    """A sampled usage file when its header says so, else a job trace (contract 2)."""
+    """A sampled usage file when its header says so, else a job trace (docs/design.md, contract 2)."""
     from gpucommons.planning.advisor import samples_history, trace_history
     from gpucommons.planning.usage_history import UsageFileError
 

@@ -47,7 +47,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="The policy file (commons.yaml).")]
 UsageOpt = Annotated[
-    Path | None, typer.Option("--usage", help="The usage ledger, contract 4's CSV (commons usage export).")
+    Path | None, typer.Option("--usage", help="The usage ledger CSV that commons usage export writes.")
 ]
 PeriodOpt = Annotated[
     str | None,
@@ -273,7 +273,12 @@ def chargeback(
     as_of: AsOfOpt = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: stdout).")] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="json (contract 5), csv, focus (FOCUS 1.2), html or pdf (--team).")
+        str,
+        typer.Option(
+            "--format",
+            help="json (the chargeback result, docs/design.md), csv, focus (FOCUS 1.2), html or pdf "
+            "(--team).",
+        ),
     ] = "json",
     team: Annotated[str | None, typer.Option("--team", help="The team of an html or pdf invoice.")] = None,
     wide: Annotated[

@@ -1,4 +1,5 @@
-"""`commons simulate`: replay a trace under a policy and write contract 3's R.json."""
+"""`commons simulate`: replay a trace under a policy and write its result JSON (docs/design.md,
+contract 3)."""
 
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ def simulate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no table."),
     wide: bool = typer.Option(False, "--wide", help="Every column, even when the terminal is narrow."),
 ) -> None:
-    """Replay a trace under a policy with one engine; write the result JSON (docs/design.md, contract 3)."""
+    """Replay a trace under a policy with one engine; write the simulator's result JSON (docs/design.md)."""
     from gpucommons.sim import (
         SimConfig,
         SimulationError,

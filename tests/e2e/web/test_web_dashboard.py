@@ -303,8 +303,8 @@ def test_usage_page_shows_each_visible_teams_gpu_hours_this_month(
     alpha_hours = float(page.inner_text("tr[data-team='alpha'] td[data-col='gpu-hours']").replace(",", ""))
     assert alpha_hours > 0  # 6 GPUs have been held since the scenario started
 
-    # This month's costs (contract 5, month to date: they move every second), exactly as the API sent
-    # them to the page.
+    # This month's costs (docs/design.md, contract 5, month to date: they move every second), exactly
+    # as the API sent them to the page.
     with page.expect_response(lambda r: "/api/v1/invoices?" in r.url) as answer:
         page.reload()
     costs = answer.value.json()

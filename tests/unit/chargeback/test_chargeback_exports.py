@@ -1,4 +1,5 @@
-"""Exports: contract 5's exact keys, the CSV's platform row, FOCUS 1.2's column rules, invoices."""
+"""Exports: the exact keys of docs/design.md, contract 5, the CSV's platform row, FOCUS 1.2's column
+rules, invoices."""
 
 from __future__ import annotations
 

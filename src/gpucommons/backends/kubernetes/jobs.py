@@ -41,7 +41,7 @@ JOB_PREFIX = "commons-"
 TASK_ID_LABEL = "gpucommons.io/task-id"
 CHECKPOINT_ANNOTATION = "gpucommons.io/checkpoint"
 CONTAINER = "task"
-#: Variables the control plane owns (contract 6): a task's own `env` cannot override them.
+#: Variables the control plane owns (docs/design.md, contract 6): a task's own `env` cannot override them.
 CONTRACT_ENV = (
     "COMMONS_TASK_ID",
     "COMMONS_TEAM",
