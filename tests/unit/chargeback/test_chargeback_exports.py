@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -172,6 +173,23 @@ def test_invoice_lines_add_up_to_the_team_total_and_show_lost_work() -> None:
     assert invoice.lost_value_cents == 1200  # 7.5 GPU-hours × 1.60
     assert {(c.pool, c.priority) for c in invoice.classes} == {("h100", "training"), ("a100", "interactive")}
     assert invoice.invoice_id == "INV-test-2026-11-nlp"
+
+
+def test_the_invoice_id_of_a_month_in_progress_is_a_clean_identifier() -> None:
+    """It was `INV-test-2026-12 to date-nlp`: the id is the month's, "to date" is said beside it."""
+    policy = chargeback_policy(pools={"h100": (8, "2.50")}, teams={"nlp": {"h100": 8}})
+    december = Period.parse("2026-12").to_date(datetime(2026, 12, 10, 12, 30, 15, tzinfo=UTC))
+    used = hours_interval("nlp", "h100", gpus=2, start_h=0, end_h=24, origin=december.start)
+    r = compute_chargeback(policy, [used], december)
+    assert december.label == "2026-12 to date"
+    invoice = build_invoice(r, "nlp")
+    assert invoice.invoice_id == "INV-test-2026-12-nlp"
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", invoice.invoice_id)
+    html = render_invoice_html(r, "nlp")
+    assert "Invoice INV-test-2026-12-nlp" in html and "period 2026-12 to date" in html
+    assert "period 2026-12 to date" in _pdf_text(render_invoice_pdf(r, "nlp"))
+    focus = list(csv.DictReader(io.StringIO(to_focus_csv(r))))
+    assert {row["InvoiceId"] for row in focus if row["SubAccountId"] == "nlp"} == {"INV-test-2026-12-nlp"}
 
 
 def test_html_invoice_shows_every_line_and_escapes_names() -> None:
