@@ -11,12 +11,14 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 from decimal import Decimal
+from html import unescape
 from pathlib import Path
 
 import pytest
 from pypdf import PdfReader
 
 from gpucommons.chargeback import ChargebackResult, compute_chargeback
+from gpucommons.chargeback.explain import PLATFORM_SENTENCE, idle_share_sentence
 from gpucommons.chargeback.exports import (
     FOCUS_COLUMNS,
     FOCUS_MANDATORY,
@@ -190,6 +192,29 @@ def test_the_invoice_id_of_a_month_in_progress_is_a_clean_identifier() -> None:
     assert "period 2026-12 to date" in _pdf_text(render_invoice_pdf(r, "nlp"))
     focus = list(csv.DictReader(io.StringIO(to_focus_csv(r))))
     assert {row["InvoiceId"] for row in focus if row["SubAccountId"] == "nlp"} == {"INV-test-2026-12-nlp"}
+
+
+def _visible_text(html: str) -> str:
+    """What a reader of the page sees: tags dropped, entities read, white space collapsed."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+@pytest.mark.parametrize("idle", list(IdlePolicy))
+def test_invoices_explain_idle_share_and_kept_by_the_platform_with_the_policys_idle_rule(
+    idle: IdlePolicy,
+) -> None:
+    """One sentence each, naming the policy's own idle rule, in the HTML and the PDF invoice."""
+    r = result(idle)
+    idle_sentence, platform = idle_share_sentence(idle), PLATFORM_SENTENCE
+    for sentence, starts in ((idle_sentence, "Idle share: "), (platform, "Kept by the platform: ")):
+        assert sentence.startswith(starts) and sentence.endswith(".")
+        assert ". " not in sentence.rstrip("."), f"more than one sentence: {sentence}"
+    assert f"the policy's idle rule '{idle.value}'" in idle_sentence
+    html = _visible_text(render_invoice_html(r, "nlp"))
+    assert idle_sentence in html and platform in html
+    pdf = " ".join(_pdf_text(render_invoice_pdf(r, "nlp")).split())
+    assert " ".join(idle_sentence.split()) in pdf
+    assert "Kept by the platform:" in pdf
 
 
 def test_html_invoice_shows_every_line_and_escapes_names() -> None:
