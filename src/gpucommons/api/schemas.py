@@ -196,7 +196,7 @@ class TeamSummary(_Response):
 
 
 class UsageInterval(_Response):
-    """One row of contract 4: who held which GPUs when."""
+    """One row of the usage ledger (docs/design.md, contract 4): who held which GPUs when."""
 
     task_id: str
     team: str

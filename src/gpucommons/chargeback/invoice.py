@@ -75,8 +75,11 @@ class Invoice:
 
 
 def invoice_id(cluster_name: str, period: Period, team: str) -> str:
-    """`INV-<cluster>-<period>-<team>`: stable, so re-issuing a period's invoice keeps its id."""
-    return f"INV-{cluster_name}-{period.label}-{team}"
+    """`INV-<cluster>-<period>-<team>`: stable, so re-issuing a period's invoice keeps its id.
+
+    The period is the one asked for (`INV-demo-2026-12-nlp`, not `... 2026-12 to date-nlp`): an id
+    has no spaces, and an invoice of a month in progress says "to date" beside its period instead."""
+    return f"INV-{cluster_name}-{period.asked.label}-{team}"
 
 
 def build_invoice(result: ChargebackResult, team: str) -> Invoice:

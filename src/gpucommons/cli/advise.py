@@ -4,7 +4,7 @@
                    [--validate last:25%] [--half-life 14d] [--max-change 25%] [--whole-nodes]
                    [--out proposed.yaml] [--json] [--plot waits.png] [--check-trace trace.csv]
 
-With a job trace (contract 2) the quotas are searched for by replaying the history under each
+With a job trace (docs/design.md, contract 2) the quotas are searched for by replaying the history under each
 candidate with the cluster's engine (`gpucommons.planning.replay_advice`); the replays run in a
 pool of `--workers` processes (2 by default, the CI machine's cores). A sampled usage file
 (`time_s,team,running_gpus,pending_gpus,...`) cannot be replayed, so it is sized by the demand
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit
+from gpucommons.cli.tables import Col, print_table
 from gpucommons.domain import Policy
 from gpucommons.policy import PolicyError
 
@@ -64,7 +64,7 @@ def _is_usage_file(path: Path) -> bool:
 
 
 def _read_history(path: Path, policy: Policy) -> UsageHistory:
-    """A sampled usage file when its header says so, else a job trace (contract 2)."""
+    """A sampled usage file when its header says so, else a job trace (docs/design.md, contract 2)."""
     from gpucommons.planning.advisor import samples_history, trace_history
     from gpucommons.planning.usage_history import UsageFileError
 
@@ -87,13 +87,30 @@ def _change(before: str, after: str) -> str:
     return after if before == after else f"{before} → {after}"
 
 
-def _table(advice: Advice) -> Table:
+def _figure(header: str, drop: int = 0) -> Col:
+    return Col(header, drop=drop, justify="right")
+
+
+def _table_columns(many_pools: bool) -> tuple[Col, ...]:
+    """Team and pool whole; at 80 columns the figures the bullets below repeat go first."""
+    return (
+        Col("team", keep=True),
+        *([Col("pool", keep=True)] if many_pools else []),
+        _figure("active", drop=3),
+        _figure("p50"),
+        _figure("p95", drop=4),
+        _figure("peak", drop=2),
+        _figure("nominal"),
+        _figure("borrows", drop=1),
+        _figure("borrow limit"),
+        _figure("lend limit"),
+        _figure("covered", drop=5),
+    )
+
+
+def _table_rows(advice: Advice) -> list[list[str]]:
     many_pools = len(advice.pools) > 1
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_justify="left")
-    columns = ["team", *(["pool"] if many_pools else []), "active", "p50", "p95", "peak"]
-    columns += ["nominal", "borrows", "borrow limit", "lend limit", "covered"]
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("team", "pool") else "right", no_wrap=True)
+    rows = []
     for t in advice.teams:
         d = t.demand
         figures = (
@@ -103,23 +120,25 @@ def _table(advice: Advice) -> Table:
         if t.covered_before is not None and t.covered_after is not None:
             covered = _change(f"{t.covered_before:.0%}", f"{t.covered_after:.0%}")
         before, after = t.current, t.proposed
-        table.add_row(
-            t.team + ("" if t.status == "sized" else " (kept)"),
-            *([t.pool] if many_pools else []),
-            *figures,
-            _change(str(before.nominal), str(after.nominal)),
-            str(t.borrow_at_peak) if t.status == "sized" else "—",
-            _change(_limit(before.borrow_limit, "none"), _limit(after.borrow_limit, "none")),
-            _change(_limit(before.lend_limit, "all"), _limit(after.lend_limit, "all")),
-            covered,
+        rows.append(
+            [
+                escape(t.team) + ("" if t.status == "sized" else " (kept)"),
+                *([escape(t.pool)] if many_pools else []),
+                *figures,
+                _change(str(before.nominal), str(after.nominal)),
+                str(t.borrow_at_peak) if t.status == "sized" else "—",
+                _change(_limit(before.borrow_limit, "none"), _limit(after.borrow_limit, "none")),
+                _change(_limit(before.lend_limit, "all"), _limit(after.lend_limit, "all")),
+                covered,
+            ]
         )
-    return table
+    return rows
 
 
-def _print_advice(advice: Advice) -> None:
+def _print_advice(advice: Advice, wide: bool = False) -> None:
     console.print(f"[bold]rule:[/] {advice.rule.describe()}")
     console.print(f"[bold]history:[/] {HISTORY_NOTES[advice.history.kind]}")
-    console.print(_table(advice))
+    print_table(console, _table_columns(len(advice.pools) > 1), _table_rows(advice), wide)
     console.print(
         "active: share of time the team asked for GPUs · p50/p95/peak: demand"
         + ("" if advice.rule.include_idle else " while active")
@@ -239,6 +258,7 @@ def advise(
         "--engine",
         help="Engine the replays use: commons | kueue | static (what the cluster runs).",
     ),
+    wide: bool = typer.Option(False, "--wide", help="Every column, even when the terminal is narrow."),
 ) -> None:
     """Recommend nominal quotas per team from usage history: searched by replay, or by the demand rule."""
     from gpucommons.cli.simulate import check_engine
@@ -263,6 +283,7 @@ def advise(
             plot,
             check_trace,
             engine,
+            wide,
         )
         return
     settings = _settings(
@@ -303,7 +324,7 @@ def advise(
     data = replay_advice_to_data(advice)
     data["search"]["seconds"] = round(elapsed, 1)
     if not as_json:
-        _print_replay_advice(advice, elapsed)
+        _print_replay_advice(advice, elapsed, wide)
     if check_trace is not None:
         data["check"] = _check(advice.current, advice.proposed, check_trace, engine, quiet=as_json)
     if as_json:
@@ -324,6 +345,7 @@ def _advise_by_rule(
     plot: Path | None,
     check_trace: Path | None,
     engine: str,
+    wide: bool = False,
 ) -> None:
     """The demand-percentile rule: the only way for sampled usage, a baseline for traces."""
     from gpucommons.planning import advisor
@@ -352,7 +374,7 @@ def _advise_by_rule(
         )
     data = advice_to_data(advice)
     if not as_json:
-        _print_advice(advice)
+        _print_advice(advice, wide)
     if check_trace is not None:
         data["check"] = _check(advice.current, advice.proposed, check_trace, engine, quiet=as_json)
     if as_json:
@@ -508,7 +530,7 @@ def _search(
             pool.shutdown(cancel_futures=True)
 
 
-def _print_replay_advice(advice: ReplayAdvice, elapsed: float) -> None:
+def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = False) -> None:
     from gpucommons.planning.whatif import short_duration
 
     s = advice.settings
@@ -526,62 +548,70 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float) -> None:
         f"{advice.trace.stopped}"
     )
     many_pools = len(advice.space.pools) > 1
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for column in (
-        "team",
-        *(["pool"] if many_pools else []),
-        "nominal",
-        "p95 wait fit",
-        "p95 wait validation",
-    ):
-        table.add_column(column, justify="left" if column in ("team", "pool") else "right", no_wrap=True)
-    table.add_column("owed, not had", justify="right", no_wrap=True)
-    for t in advice.teams:
-        table.add_row(
-            t.team,
-            *([t.pool] if many_pools else []),
+    columns = (
+        Col("team", keep=True),
+        *([Col("pool", keep=True)] if many_pools else []),
+        _figure("nominal"),
+        _figure("p95 wait fit", drop=1),
+        _figure("p95 wait validation"),
+        _figure("owed, not had", drop=2),
+    )
+    rows = [
+        [
+            escape(t.team),
+            *([escape(t.pool)] if many_pools else []),
             _change(str(t.today), str(t.proposed)),
             _change(short_duration(t.fit_p95[0]), short_duration(t.fit_p95[1])),
             _change(short_duration(t.validation_p95[0]), short_duration(t.validation_p95[1])),
             _change(short_duration(t.violation[0]), short_duration(t.violation[1])),
-        )
+        ]
+        for t in advice.teams
+    ]
     result = advice.result
-    table.add_row(
-        "[bold]mean / total[/]",
-        *([""] if many_pools else []),
-        "",
-        _change(short_duration(advice.today.fit.mean_p95_s), short_duration(result.fit.mean_p95_s)),
-        _change(
-            short_duration(advice.today.validation.mean_p95_s), short_duration(result.validation.mean_p95_s)
-        ),
-        _change(
-            short_duration(advice.today.fit.violation_s + advice.today.validation.violation_s),
-            short_duration(result.fit.violation_s + result.validation.violation_s),
-        ),
+    rows.append(
+        [
+            "[bold]mean / total[/]",
+            *([""] if many_pools else []),
+            "",
+            _change(short_duration(advice.today.fit.mean_p95_s), short_duration(result.fit.mean_p95_s)),
+            _change(
+                short_duration(advice.today.validation.mean_p95_s),
+                short_duration(result.validation.mean_p95_s),
+            ),
+            _change(
+                short_duration(advice.today.fit.violation_s + advice.today.validation.violation_s),
+                short_duration(result.fit.violation_s + result.validation.violation_s),
+            ),
+        ]
     )
-    console.print(table)
+    print_table(console, columns, rows, wide)
     console.print(
         "p95 wait: today → proposed (fit days decayed) · owed, not had: time a team asked for no more "
         "than its nominal quota yet did not have it (fit + validation)"
     )
-    baselines = Table(
-        box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title="same replays, other sizings"
-    )
-    for column in ("sizing", "mean p95 fit", "validation", "owed (val.)", "rules kept"):
-        baselines.add_column(column, justify="left" if column == "sizing" else "right", no_wrap=True)
-    rows = list(advice.baselines.values())
-    if advice.chosen is not None and all(b.vector != advice.chosen.vector for b in rows):
-        rows.append(advice.chosen)
-    for j in rows:
+    judged = list(advice.baselines.values())
+    if advice.chosen is not None and all(b.vector != advice.chosen.vector for b in judged):
+        judged.append(advice.chosen)
+    baselines = []
+    for j in judged:
         chosen = advice.chosen is not None and j.vector == advice.chosen.vector
-        baselines.add_row(
-            ("[bold]→ [/]" if chosen else "") + j.label,
-            short_duration(j.fit.mean_p95_s),
-            short_duration(j.validation.mean_p95_s),
-            short_duration(j.validation.violation_s),
-            "yes" if j.fit_verdict.feasible and j.validation_verdict.feasible else "no",
+        baselines.append(
+            [
+                ("[bold]→ [/]" if chosen else "") + escape(j.label),
+                short_duration(j.fit.mean_p95_s),
+                short_duration(j.validation.mean_p95_s),
+                short_duration(j.validation.violation_s),
+                "yes" if j.fit_verdict.feasible and j.validation_verdict.feasible else "no",
+            ]
         )
-    console.print(baselines)
+    baseline_columns = (
+        Col("sizing", keep=True),
+        _figure("mean p95 fit"),
+        _figure("validation"),
+        _figure("owed (val.)", drop=1),
+        _figure("rules kept"),
+    )
+    print_table(console, baseline_columns, baselines, wide, title="same replays, other sizings")
     colour = "green" if advice.chosen is not None else "yellow"
     console.print(f"[bold {colour}]decision:[/] {advice.why}", soft_wrap=True)
     if advice.bootstrap is not None:

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table
 from gpucommons.policy.durations import parse_duration
 
 if TYPE_CHECKING:  # pydantic models: only annotations here, so not imported at start-up
@@ -45,6 +46,9 @@ def audit(
         int, typer.Option(min=1, max=10_000, help="At most this many entries, newest first.")
     ] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
+    ] = False,
 ) -> None:
     """The audit log of mutating actions, newest first."""
     from gpucommons.client.identity import IdentityApi  # httpx: imported only when it is used
@@ -62,17 +66,32 @@ def audit(
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
         return
-    console.print(_table(rows))
+    print_table(console, AUDIT_COLUMNS, _rows(rows), wide)
 
 
-def _table(rows: list[AuditEntry]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for col in ("WHEN (UTC)", "ACTOR", "ACTION", "TARGET", "RESULT", "FROM"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("WHEN (UTC)", "RESULT"))
+#: Who did what to which: never cut; where from goes first at 80 columns.
+AUDIT_COLUMNS = (
+    Col("WHEN (UTC)", keep=True),
+    Col("ACTOR", keep=True),
+    Col("ACTION", keep=True),
+    Col("TARGET", keep=True),
+    Col("RESULT", keep=True),
+    Col("FROM", drop=1),
+)
+
+
+def _rows(rows: list[AuditEntry]) -> list[list[str]]:
+    out = []
     for r in rows:
         target = ", ".join(x for x in (r.team and f"team={r.team}", r.target) if x)
-        table.add_row(
-            r.at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), r.actor or "(anonymous)", r.action, target,
-            f"{r.outcome} {r.status_code}", r.remote_addr or "",
-        )  # fmt: skip
-    return table
+        out.append(
+            [
+                r.at.astimezone(UTC).strftime("%m-%d %H:%M:%S"),
+                escape(r.actor or "(anonymous)"),
+                escape(r.action),
+                escape(target),
+                f"{r.outcome} {r.status_code}",
+                escape(r.remote_addr or ""),
+            ]
+        )
+    return out

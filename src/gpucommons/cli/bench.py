@@ -6,10 +6,10 @@ import time
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from gpucommons.cli.main import app
 from gpucommons.cli.simulate import check_engine
+from gpucommons.cli.tables import Col, print_table
 
 bench_app = typer.Typer(help="Benchmarks run in the simulator.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -59,39 +59,45 @@ def kueue_baseline(
             outcome.runs, outcome.capacity_units, outcome.meter.held_total_unit_s
         )
         columns.append((name, figures, elapsed))
-    table = Table(
-        title=f"kueue-baseline: {len(jobs):,} tasks, {len(policy.teams)} teams in {cohorts} cohort(s), "
-        f"{policy.pools[0].capacity.cpu_milli // 1000} CPUs",
-        title_justify="left",
+    title = (
+        f"kueue-baseline: {len(jobs):,} tasks, {len(policy.teams)} teams in {cohorts} cohort(s), "
+        f"{policy.pools[0].capacity.cpu_milli // 1000} CPUs"
     )
-    table.add_column("figure", no_wrap=True)
-    for name, _, _ in columns:
-        table.add_column(f"sim · {name}", justify="right", no_wrap=True)
-    table.add_column("Kueue", justify="right", no_wrap=True)
+    table = (
+        Col("figure", keep=True),
+        *(Col(f"sim · {name}", keep=True, justify="right") for name, _, _ in columns),
+        Col("Kueue", keep=True, justify="right"),
+    )
     published_admission = KUEUE_PUBLISHED["time_to_admission_s"]
     assert isinstance(published_admission, dict)
-    table.add_row(
-        "makespan", *[_fmt(f["makespan_s"]) for _, f, _ in columns], _fmt(KUEUE_PUBLISHED["makespan_s"])
-    )
+    rows = [
+        ["makespan", *[_fmt(f["makespan_s"]) for _, f, _ in columns], _fmt(KUEUE_PUBLISHED["makespan_s"])]
+    ]
     for size in ("large", "medium", "small"):
-        table.add_row(
-            f"time to admission, {size}",
-            *[_fmt(f["time_to_admission_s"][size]) for _, f, _ in columns],  # type: ignore[index]
-            _fmt(published_admission[size]),
+        rows.append(
+            [
+                f"time to admission, {size}",
+                *[_fmt(f["time_to_admission_s"][size]) for _, f, _ in columns],  # type: ignore[index]
+                _fmt(published_admission[size]),
+            ]
         )
-    table.add_row(
-        "quota usage",
-        *[_fmt(f["quota_usage"], "%") for _, f, _ in columns],
-        _fmt(KUEUE_PUBLISHED["quota_usage"], "%"),
+    rows.append(
+        [
+            "quota usage",
+            *[_fmt(f["quota_usage"], "%") for _, f, _ in columns],
+            _fmt(KUEUE_PUBLISHED["quota_usage"], "%"),
+        ]
     )
-    table.add_row(
-        "capacity bound",
-        *[_fmt(f["capacity_bound_s"]) for _, f, _ in columns],
-        _fmt(KUEUE_PUBLISHED["capacity_bound_s"]),
+    rows.append(
+        [
+            "capacity bound",
+            *[_fmt(f["capacity_bound_s"]) for _, f, _ in columns],
+            _fmt(KUEUE_PUBLISHED["capacity_bound_s"]),
+        ]
     )
-    table.add_row("preemptions", *[f"{f['preemptions']:,}" for _, f, _ in columns], "—")
-    table.add_row("simulator CPU time", *[f"{elapsed:.1f} s" for _, _, elapsed in columns], "—")
-    console.print(table)
+    rows.append(["preemptions", *[f"{f['preemptions']:,}" for _, f, _ in columns], "—"])
+    rows.append(["simulator CPU time", *[f"{elapsed:.1f} s" for _, _, elapsed in columns], "—"])
+    print_table(console, table, rows, title=title)
     console.print(
         "Times to admission are averages per task. Kueue's figures are the wall time of a real control "
         "plane (API round trips, one admission per ClusterQueue per cycle); the simulator decides "

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table
 from gpucommons.domain.model import Policy
 from gpucommons.domain.money import format_cents
 from gpucommons.policy import PolicyError
@@ -41,13 +41,13 @@ chargeback_app = typer.Typer(
 )
 app.add_typer(chargeback_app, name="chargeback")
 
-# Piped output is not cut at 80 columns (rich's default without a terminal): tables stay whole.
-out_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+# Tables go through `print_table`: plain text with every column when piped, nothing cut.
+out_console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="The policy file (commons.yaml).")]
 UsageOpt = Annotated[
-    Path | None, typer.Option("--usage", help="The usage ledger, contract 4's CSV (commons usage export).")
+    Path | None, typer.Option("--usage", help="The usage ledger CSV that commons usage export writes.")
 ]
 PeriodOpt = Annotated[
     str | None,
@@ -224,29 +224,35 @@ def _money(cents: int) -> str:
     return f"{Decimal(cents).scaleb(-2):,.2f}"
 
 
-def _summary(result: ChargebackResult, console: Console) -> None:
-    cur = result.currency
-    table = Table(
-        title=f"Chargeback {result.period.label} ({cur})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for column in ("team", "GPU-hours", "borrowed", "direct", "idle", "admin", "total"):
-        table.add_column(column, justify="left" if column == "team" else "right", no_wrap=True)
-    for t in result.teams:
-        table.add_row(
-            t.team,
+#: The team whole; at 80 columns the parts of the total go before the total and the GPU-hours.
+SUMMARY_COLUMNS = (
+    Col("team", keep=True),
+    Col("GPU-hours", justify="right"),
+    Col("borrowed", drop=1, justify="right"),
+    Col("direct", drop=4, justify="right"),
+    Col("idle", drop=3, justify="right"),
+    Col("admin", drop=2, justify="right"),
+    Col("total", justify="right"),
+)
+
+
+def _summary(result: ChargebackResult, console: Console, wide: bool = False) -> None:
+    rows = [
+        [
+            escape(t.team),
             f"{t.gpu_hours:,.2f}",
             f"{t.borrowed_gpu_hours:,.2f}",
             _money(t.direct_cents),
             _money(t.idle_cents),
             _money(t.admin_cents),
             _money(t.total_cents),
-        )
-    table.add_row("platform", "", "", "", "", "", _money(result.platform_cents))
-    table.add_row("[b]cluster cost[/b]", "", "", "", "", "", f"[b]{_money(result.cluster_cost_cents)}[/b]")
-    console.print(table)
+        ]
+        for t in result.teams
+    ]
+    rows.append(["platform", "", "", "", "", "", _money(result.platform_cents)])
+    rows.append(["[b]cluster cost[/b]", "", "", "", "", "", f"[b]{_money(result.cluster_cost_cents)}[/b]"])
+    title = f"Chargeback {result.period.label} ({result.currency})"
+    print_table(console, SUMMARY_COLUMNS, rows, wide, title)
     console.print(
         f"idle policy: {result.idle_policy} · admin split: {result.admin_split} · "
         f"borrowed rate: {result.borrowed_rate}",
@@ -267,9 +273,17 @@ def chargeback(
     as_of: AsOfOpt = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here (default: stdout).")] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="json (contract 5), csv, focus (FOCUS 1.2), html or pdf (--team).")
+        str,
+        typer.Option(
+            "--format",
+            help="json (the chargeback result, docs/design.md), csv, focus (FOCUS 1.2), html or pdf "
+            "(--team).",
+        ),
     ] = "json",
     team: Annotated[str | None, typer.Option("--team", help="The team of an html or pdf invoice.")] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
+    ] = False,
 ) -> None:
     """Compute the period's chargeback: every team's direct, idle and admin cost, to the cent."""
     if ctx.invoked_subcommand is not None:
@@ -286,7 +300,7 @@ def chargeback(
     data = render(result, fmt, team)
     _write(out, data)
     if out is not None:
-        _summary(result, out_console)
+        _summary(result, out_console, wide)
         out_console.print(f"wrote {out}", markup=False)
     else:
         for warning in result.warnings:
@@ -329,27 +343,28 @@ def compare(
 
 
 def _print_comparison(comparison: Comparison) -> None:
-    cur = comparison.currency
-    table = Table(
-        title=f"Chargeback models compared, {comparison.period.label} ({cur}); * = the policy's model",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+    columns = (
+        Col("idle", keep=True),
+        Col("admin", keep=True),
+        *(Col(team, keep=True, justify="right") for team in comparison.teams),
+        Col("platform", justify="right"),
     )
-    table.add_column("idle")
-    table.add_column("admin")
-    for team in comparison.teams:
-        table.add_column(team, justify="right")
-    table.add_column("platform", justify="right")
-    for s in comparison.scenarios:
-        mark = "*" if s.current else ""
-        table.add_row(
-            f"{mark}{s.idle}",
+    rows = [
+        [
+            f"{'*' if s.current else ''}{s.idle}",
             str(s.admin_split),
             *(_money(comparison.total(s, t)) for t in comparison.teams),
             _money(s.result.platform_cents),
-        )
-    out_console.print(table)
+        ]
+        for s in comparison.scenarios
+    ]
+    title = (
+        f"Chargeback models compared, {comparison.period.label} ({comparison.currency}); "
+        "* = the policy's model"
+    )
+    print_table(out_console, columns, rows, title=title)
     if comparison.scenarios:
         cost = comparison.scenarios[0].result.cluster_cost_cents
-        out_console.print(f"cluster cost in every model: {format_cents(cost, cur)}", markup=False)
+        out_console.print(
+            f"cluster cost in every model: {format_cents(cost, comparison.currency)}", markup=False
+        )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpucommons.api.errors import CommonsError
@@ -38,6 +39,7 @@ from gpucommons.cli.doctor_checks import (
     task_path_check,
 )
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table
 from gpucommons.domain.model import Policy
 from gpucommons.policy import PolicyError
 
@@ -109,29 +111,46 @@ def _bullets(items: tuple[str, ...]) -> str:
     return "\n".join(f"• {item}" for item in items) or "—"
 
 
+#: The check and its status whole; the detail (paths, PATHs) wraps, never cut.
+CHECK_COLUMNS = (Col("CHECK", keep=True), Col("STATUS", keep=True), Col("DETAIL", wrap=True, wrap_min=40))
+
+
+def _teams_table(console: Console, report: IsolationReport) -> None:
+    """Per team, what separates it and what does not: a grid in a terminal, blocks of text otherwise."""
+    if not console.is_terminal:
+        for t in report.teams:
+            console.file.write(f"{t.team} ({t.isolation})\n  separated from other teams by:\n")
+            console.file.write("".join(f"    • {item}\n" for item in t.separated_by) or "    —\n")
+            console.file.write("  not separated:\n")
+            console.file.write("".join(f"    • {item}\n" for item in t.gaps) or "    —\n")
+            console.file.write(f"  ⇒ {t.verdict}\n")
+        console.file.flush()
+        return
+    # The team's name is never folded: its column is as wide as the longest name.
+    name_width = max([len(t.team) for t in report.teams] + [len(t.isolation) for t in report.teams] + [4])
+    teams = Table(show_lines=True, expand=True)
+    teams.add_column("TEAM", no_wrap=True, min_width=name_width)
+    teams.add_column("SEPARATED FROM OTHER TEAMS BY", ratio=4, overflow="fold")
+    teams.add_column("NOT SEPARATED", ratio=3, overflow="fold")
+    for t in report.teams:
+        name = f"[bold]{escape(t.team)}[/]\n{escape(t.isolation)}"
+        gaps = escape(_bullets(t.gaps)) + f"\n[italic]⇒ {escape(t.verdict)}[/]"
+        teams.add_row(name, escape(_bullets(t.separated_by)), gaps, style=None)
+    console.print(teams)
+
+
 def _print(console: Console, report: IsolationReport, checks: list[Check]) -> None:
     mode = "own Unix account per team" if report.mode == "accounts" else "logical only"
     console.print(f"[bold]Team isolation on this machine:[/] {mode} (running as {report.user})")
-    teams = Table(show_lines=True, expand=True)
-    for column, ratio in (("TEAM", 1), ("SEPARATED FROM OTHER TEAMS BY", 4), ("NOT SEPARATED", 3)):
-        teams.add_column(column, ratio=ratio)
-    for t in report.teams:
-        name = f"[bold]{t.team}[/]\n{t.isolation}"
-        gaps = _bullets(t.gaps) + f"\n[italic]⇒ {t.verdict}[/]"
-        teams.add_row(name, _bullets(t.separated_by), gaps, style=None)
-    console.print(teams)
+    _teams_table(console, report)
     console.print("[bold]Shared by every team on this machine:[/]")
     for item in report.shared_by_all:
         console.print(f"  • {item}", markup=False)
     console.print()
     console.print(report.answer, markup=False)
     console.print()
-    env = Table(title="Environment", title_justify="left", box=None, pad_edge=False)
-    for column in ("CHECK", "STATUS", "DETAIL"):
-        env.add_column(column)
-    for check in checks:
-        env.add_row(check.name, f"[{_STYLE[check.status]}]{check.status}[/]", check.detail)
-    console.print(env)
+    rows = [[c.name, f"[{_STYLE[c.status]}]{c.status}[/]", escape(c.detail)] for c in checks]
+    print_table(console, CHECK_COLUMNS, rows, title="Environment")
 
 
 @app.command()

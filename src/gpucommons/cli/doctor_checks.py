@@ -57,12 +57,13 @@ def isolation_check(mode: IsolationMode, user: str, blocked_by: str | None = Non
 
 
 def task_path_check(mode: IsolationMode, server_path: str, interpreter: str) -> Check:
-    """Can tasks start a program? A team account gets its own PATH (`task_path.account_path`): it must
-    find `sh` and `python3` there, and should be told when the platform's interpreter is closed to it."""
-    from gpucommons.backends.local.task_path import account_path, find_program, runnable_by_others
+    """Can tasks start a program, and `commons`? The PATH is the one the executor gives them
+    (`task_path.task_path`, from a server started with this PATH and interpreter): it must have `sh`
+    and `python3`, and should have `commons` (the README's tasks call `commons checkpoint`)."""
+    from gpucommons.backends.local.task_path import find_program, runnable_by_others, task_path
 
     accounts = mode is IsolationMode.ACCOUNTS
-    path = account_path(server_path, interpreter) if accounts else server_path
+    path = task_path(server_path, interpreter, team_account=accounts)
     who = "team accounts" if accounts else "tasks"
     missing = [p for p in ("sh", "python3") if find_program(p, path) is None]
     if missing:
@@ -72,8 +73,10 @@ def task_path_check(mode: IsolationMode, server_path: str, interpreter: str) -> 
             f"{who} find no {' or '.join(missing)} in PATH={path}: install it in /usr/bin (Debian: "
             "apt-get install python3) or start the server with a PATH that has it",
         )
-    python3 = find_program("python3", path)
-    text = f"{who} get PATH={path}; python3 is {python3}"
+    text = (
+        f"{who} get PATH={path} (from a server started with this shell's PATH); python3 is "
+        f"{find_program('python3', path)}"
+    )
     if accounts and not runnable_by_others(Path(interpreter)):
         return Check(
             "task PATH",
@@ -82,7 +85,15 @@ def task_path_check(mode: IsolationMode, server_path: str, interpreter: str) -> 
             "cannot enter, so tasks cannot run `commons` or the platform's Python: install GPU Commons "
             "under a readable path (e.g. /opt/commons) if tasks need them",
         )
-    return Check("task PATH", "ok", text)
+    commons = find_program("commons", path)
+    if commons is None:
+        return Check(
+            "task PATH",
+            "warn",
+            f"{text}; no `commons` there, so `commons checkpoint` fails inside tasks: install GPU Commons "
+            f"so that its `commons` script sits beside {interpreter}",
+        )
+    return Check("task PATH", "ok", f"{text}; commons is {commons}")
 
 
 def inventory_checks(inventory: Inventory) -> list[Check]:

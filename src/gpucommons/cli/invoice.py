@@ -23,7 +23,11 @@ def invoice(
     month: Annotated[str, typer.Option("--month", help="The month, e.g. 2026-11.")],
     team: Annotated[str | None, typer.Option("--team", help="One team (needed for html and pdf).")] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="json (contract 5), csv, focus (FOCUS 1.2), html or pdf.")
+        str,
+        typer.Option(
+            "--format",
+            help="json (the chargeback result, docs/design.md), csv, focus (FOCUS 1.2), html or pdf.",
+        ),
     ] = "json",
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write to this file (default: stdout).")

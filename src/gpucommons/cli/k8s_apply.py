@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from gpucommons.cli.k8s import (
     GovernanceCheck,
@@ -25,6 +24,7 @@ from gpucommons.cli.k8s import (
     k8s_app,
     load_policy_or_exit,
 )
+from gpucommons.cli.tables import Col, print_table
 
 if TYPE_CHECKING:  # the renderer (YAML, pydantic) is imported by the command, not at CLI start-up
     from gpucommons.backends.kubernetes.apply import ApplyReport
@@ -52,16 +52,23 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-def report_table(report: ApplyReport) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for column in ("KIND", "NAMESPACE", "NAME", "RESULT", "NOTE"):
-        # Fold rather than cut: output piped to a file or a CI log is 80 columns wide.
-        table.add_column(column, overflow="fold")
+#: Kinds, namespaces and names whole; the note wraps.
+REPORT_COLUMNS = (
+    Col("KIND", keep=True),
+    Col("NAMESPACE", keep=True),
+    Col("NAME", keep=True),
+    Col("RESULT", keep=True),
+    Col("NOTE", wrap=True),
+)
+
+
+def report_rows(report: ApplyReport) -> list[list[str]]:
+    rows = []
     for row in report.results:
         word = _DRY_WORDS[row.action] if report.dry_run else row.action.value
         cells = (row.kind, row.namespace or "-", row.name)
-        table.add_row(*map(escape, cells), f"[{_STYLE[row.action]}]{word}[/]", escape(row.note))
-    return table
+        rows.append([*map(escape, cells), f"[{_STYLE[row.action]}]{word}[/]", escape(row.note)])
+    return rows
 
 
 def summary_line(report: ApplyReport) -> str:
@@ -122,5 +129,5 @@ def apply_command(
         raise _fail(f"error: {error}") from None
     except KubeError as error:
         raise _fail(f"error: {error}\nnothing was applied") from None
-    console.print(report_table(report))
+    print_table(console, REPORT_COLUMNS, report_rows(report))
     console.print(summary_line(report))

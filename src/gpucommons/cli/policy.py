@@ -10,9 +10,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table
 from gpucommons.domain.model import DEFAULT_COHORT, Isolation, Policy, Quota
 from gpucommons.domain.resources import UNLIMITED
 from gpucommons.policy import PolicyError
@@ -30,6 +31,7 @@ app.add_typer(policy_app, name="policy")
 def check(
     file: Path = typer.Argument(..., help="The policy file to check, e.g. examples/commons.yaml."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing when the policy is good."),
+    wide: bool = typer.Option(False, "--wide", help="Every column, even when the terminal is narrow."),
 ) -> None:
     """Validate FILE: exit 0 with a summary when good, exit 1 listing every problem when not."""
     from gpucommons.policy import load_policy  # pydantic + YAML: imported by the commands that load
@@ -46,7 +48,7 @@ def check(
         )
         raise typer.Exit(1) from None
     if not quiet:
-        _print_summary(console, str(file), policy)
+        _print_summary(console, str(file), policy, wide)
 
 
 @policy_app.command("schema")
@@ -67,33 +69,42 @@ def schema(
         raise typer.Exit(1) from None
 
 
-def _print_summary(console: Console, source: str, policy: Policy) -> None:
-    pools = Table(title="Pools", title_justify="left")
-    for column in ("pool", "GPU", "nodes × GPUs", "GPUs", "price/GPU-hour"):
-        pools.add_column(column, justify="left" if column in ("pool", "GPU") else "right")
-    for pool in policy.pools:
-        pools.add_row(
-            pool.name,
-            pool.gpu_type,
+def _print_summary(console: Console, source: str, policy: Policy, wide: bool = False) -> None:
+    pool_columns = (
+        Col("pool", keep=True),
+        Col("GPU", keep=True),
+        Col("nodes × GPUs", justify="right"),
+        Col("GPUs", justify="right"),
+        Col("price/GPU-hour", drop=1, justify="right"),
+    )
+    pools = [
+        [
+            escape(pool.name),
+            escape(pool.gpu_type),
             f"{pool.nodes} × {pool.gpus_per_node}",
             str(pool.capacity.gpus),
             f"{pool.price_per_gpu_hour} {policy.chargeback.currency}",
-        )
-    quotas = Table(title="GPU quotas: nominal (borrow limit / lend limit)", title_justify="left")
-    quotas.add_column("team")
-    quotas.add_column("cohort")
-    for pool in policy.pools:
-        quotas.add_column(pool.name, justify="right")
+        ]
+        for pool in policy.pools
+    ]
+    quota_columns = (
+        Col("team", keep=True),
+        Col("cohort", keep=True),
+        *(Col(pool.name, keep=True, justify="right") for pool in policy.pools),
+    )
+    quotas = []
     for team in policy.teams:
         cells = [_quota_cell(team.quota(pool.name)) for pool in policy.pools]
         dedicated = team.isolation is Isolation.DEDICATED  # its own nodes: in no cohort
-        label = team.name + (" (dedicated)" if dedicated else "")
-        quotas.add_row(label, "—" if dedicated else team.cohort, *cells)
+        label = escape(team.name) + (" (dedicated)" if dedicated else "")
+        quotas.append([label, "—" if dedicated else escape(team.cohort), *cells])
     used = [sum(t.nominal(p.name).gpus for t in policy.teams) for p in policy.pools]
-    quotas.add_row(
-        "Σ nominal / capacity",
-        "",
-        *(f"{u} / {p.capacity.gpus}" for u, p in zip(used, policy.pools, strict=True)),
+    quotas.append(
+        [
+            "Σ nominal / capacity",
+            "",
+            *(f"{u} / {p.capacity.gpus}" for u, p in zip(used, policy.pools, strict=True)),
+        ]
     )
     classes = ", ".join(
         f"{c.name} {c.value}"
@@ -101,8 +112,8 @@ def _print_summary(console: Console, source: str, policy: Policy) -> None:
         + f" grace {format_duration(c.grace_period_s)}"
         for c in sorted(policy.priority_classes, key=lambda c: -c.value)
     )
-    console.print(pools)
-    console.print(quotas)
+    print_table(console, pool_columns, pools, wide, "Pools")
+    print_table(console, quota_columns, quotas, wide, "GPU quotas: nominal (borrow limit / lend limit)")
     console.print(f"Priority classes: {classes}; default {policy.default_priority_class}", markup=False)
     cohorts = [c.name + (f" ⊂ {c.parent}" if c.parent else "") for c in policy.cohorts]
     console.print(f"Cohorts: {', '.join(cohorts) or DEFAULT_COHORT}", markup=False)

@@ -1,4 +1,5 @@
-"""`commons simulate`: replay a trace under a policy and write contract 3's R.json."""
+"""`commons simulate`: replay a trace under a policy and write its result JSON (docs/design.md,
+contract 3)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
+from gpucommons.cli.tables import Col, print_table
 
 if TYPE_CHECKING:  # the simulator is imported when a command runs it, not at CLI start-up
     from gpucommons.sim.runner import PhaseProgress
@@ -51,44 +52,56 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def summary_table(summary: dict[str, Any], title: str) -> Table:
+def summary_columns(summary: dict[str, Any]) -> tuple[Col, ...]:
+    """The team whole; at 80 columns preemptions, fairness and completion times go first."""
+    unit = "GPU" if summary.get("metered_resource", "gpus") == "gpus" else "CPU"
+
+    def figure(header: str, drop: int = 0) -> Col:
+        return Col(header, drop=drop, justify="right")
+
+    return (
+        Col("team", keep=True),
+        figure("quota"),
+        figure("jobs", drop=4),
+        figure("p50"),
+        figure("p95"),
+        figure("JCT", drop=3),
+        figure(f"{unit}-h", drop=5),
+        figure("borrow"),
+        figure("broken"),
+        figure("fair", drop=2),
+        figure("pre.", drop=1),
+    )
+
+
+def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
     from gpucommons.planning.whatif import short_duration
 
-    unit = "GPU" if summary.get("metered_resource", "gpus") == "gpus" else "CPU"
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1),
-        collapse_padding=True,
-        show_edge=False,
-    )
-    headers = ("team", "quota", "jobs", "p50", "p95", "JCT", f"{unit}-h", "borrow", "broken", "fair", "pre.")
-    for column in headers:
-        table.add_column(column, justify="left" if column == "team" else "right", no_wrap=True)
+    rows = []
     for name, t in summary["teams"].items():
         fairness = t.get("finish_time_fairness")
-        table.add_row(
-            name,
-            str(t["nominal_gpus"]),
-            f"{t['jobs']:,}",
-            short_duration(t["wait_p50_s"]),
-            short_duration(t["wait_p95_s"]),
-            short_duration(t["jct_mean_s"]),
-            f"{t['gpu_hours']:,.0f}",
-            f"{t['borrowed_gpu_hours']:,.0f}",
-            short_duration(t["guarantee_violation_s"]),
-            "—" if fairness is None else f"{fairness:.2f}",
-            f"{t['preemptions']:,}",
+        rows.append(
+            [
+                escape(name),
+                str(t["nominal_gpus"]),
+                f"{t['jobs']:,}",
+                short_duration(t["wait_p50_s"]),
+                short_duration(t["wait_p95_s"]),
+                short_duration(t["jct_mean_s"]),
+                f"{t['gpu_hours']:,.0f}",
+                f"{t['borrowed_gpu_hours']:,.0f}",
+                short_duration(t["guarantee_violation_s"]),
+                "—" if fairness is None else f"{fairness:.2f}",
+                f"{t['preemptions']:,}",
+            ]
         )
-    return table
+    return rows
 
 
-def print_summary(summary: dict[str, Any], title: str) -> None:
+def print_summary(summary: dict[str, Any], title: str, wide: bool = False) -> None:
     from gpucommons.planning.whatif import short_duration
 
-    console.print(summary_table(summary, title))
+    print_table(console, summary_columns(summary), summary_rows(summary), wide, title)
     console.print(
         "p50/p95: wait to first start · JCT: mean completion time · borrow: hours above quota\n"
         "broken: time the team asked for ≤ its quota yet did not get it · fair: JCT ÷ JCT under static"
@@ -132,8 +145,9 @@ def simulate(
         True, "--fairness/--no-fairness", help="Also replay under `static` for finish-time fairness."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no table."),
+    wide: bool = typer.Option(False, "--wide", help="Every column, even when the terminal is narrow."),
 ) -> None:
-    """Replay a trace under a policy with one engine; write the result JSON (docs/design.md, contract 3)."""
+    """Replay a trace under a policy with one engine; write the simulator's result JSON (docs/design.md)."""
     from gpucommons.sim import (
         SimConfig,
         SimulationError,
@@ -169,5 +183,5 @@ def simulate(
     except OSError as exc:
         raise fail(f"{out}: cannot write the result: {exc.strerror}") from None
     if not quiet:
-        print_summary(result.report["summary"], f"{policy.name} · engine {engine}")
+        print_summary(result.report["summary"], f"{policy.name} · engine {engine}", wide)
     console.print(f"wrote {out}")

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from gpucommons.cli.slurm import (
     AccountPrefix,
@@ -31,6 +30,7 @@ from gpucommons.cli.slurm import (
     desired_or_exit,
     slurm_app,
 )
+from gpucommons.cli.tables import Col, print_table
 
 if TYPE_CHECKING:
     from gpucommons.backends.slurm.accounts_plan import Change
@@ -42,17 +42,24 @@ _DONE = {"create": "created", "update": "updated", "unchanged": "unchanged", "re
 _WOULD = {a: w if a == "unchanged" else f"would be {w}" for a, w in _DONE.items()}
 
 
-def plan_table(changes: list[Change], *, dry_run: bool) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for column in ("KIND", "NAME", "RESULT", "NOTE"):
-        table.add_column(column, overflow="fold")
+#: Kinds and names whole; the note wraps.
+PLAN_COLUMNS = (
+    Col("KIND", keep=True),
+    Col("NAME", keep=True),
+    Col("RESULT", keep=True),
+    Col("NOTE", wrap=True),
+)
+
+
+def plan_rows(changes: list[Change], *, dry_run: bool) -> list[list[str]]:
     words = _WOULD if dry_run else _DONE
+    rows = []
     for change in changes:
         action = change.action.value
-        table.add_row(
-            change.kind, escape(change.name), f"[{_STYLE[action]}]{words[action]}[/]", escape(change.note)
+        rows.append(
+            [change.kind, escape(change.name), f"[{_STYLE[action]}]{words[action]}[/]", escape(change.note)]
         )
-    return table
+    return rows
 
 
 def counts(changes: list[Change]) -> str:
@@ -124,7 +131,7 @@ def apply_command(
         typer.echo(f"error: cannot read the accounting database: {exc}\nnothing was applied", err=True)
         raise typer.Exit(1) from None
     changes = plan(desired, current, prune=prune)
-    console.print(plan_table(changes, dry_run=True))
+    print_table(console, PLAN_COLUMNS, plan_rows(changes, dry_run=True))
     console.print(f"plan against the accounting database: {counts(changes)}")
     if dry_run:
         console.print("dry run: nothing was written")

@@ -5,7 +5,11 @@ Rules, as `kubectl get` follows them:
 - when the terminal is too narrow, optional columns go first, in their `drop` order (1 goes first);
   then the one free-text column (`wrap`, e.g. a message or a reason) wraps onto more lines;
 - `wide` shows every column;
+- what must be shown and is still wider than the terminal is printed at its full width (the
+  terminal wraps the lines): never cropped;
 - not a terminal (a pipe, a file): every column, aligned, no colour, nothing cut — for grep and awk.
+
+Every table a command prints goes through `print_table`, so each follows these rules.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ WRAP_MIN = 24
 
 @dataclass(frozen=True, slots=True)
 class Col:
+    #: Plain text (not markup): a header may be a team's or a file's name.
     header: str
     #: An id or a name: shown whole, whatever the width.
     keep: bool = False
@@ -51,44 +56,66 @@ def _natural(cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> list[int]:
     return widths
 
 
+#: The wrapping column is never narrower than this (narrower, each word would break).
+WRAP_FLOOR = 10
+
+
+def _needed(
+    cols: Sequence[Col], natural: Sequence[int], indices: Sequence[int], wrap_at: int | None = None
+) -> int:
+    """The width of these columns side by side, the wrapping one at `wrap_at` (default: the width it
+    keeps before optional columns get room)."""
+    total = sum(
+        min(cols[i].wrap_min if wrap_at is None else wrap_at, natural[i]) if cols[i].wrap else natural[i]
+        for i in indices
+    )
+    return total + GAP * (len(indices) - 1)
+
+
 def fit(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, wide: bool = False) -> list[int]:
     """Indices of the columns to show in `width` characters (pure, so it is tested alone)."""
     shown = list(range(len(cols)))
     if wide:
         return shown
     natural = _natural(cols, rows)
-
-    def needed(indices: list[int]) -> int:
-        total = sum(min(cols[i].wrap_min, natural[i]) if cols[i].wrap else natural[i] for i in indices)
-        return total + GAP * (len(indices) - 1)
-
     for i in sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop):
-        if needed(shown) <= width:
+        if _needed(cols, natural, shown) <= width:
             break
         shown.remove(i)
     return shown
 
 
 def print_table(
-    console: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], wide: bool = False
+    console: Console,
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[str]],
+    wide: bool = False,
+    title: str = "",
 ) -> None:
-    """Print `rows` (cells may hold rich markup) as the rules of this module say."""
+    """Print `rows` (cells may hold rich markup) as the rules of this module say, under `title`."""
     if not console.is_terminal:
-        console.file.write(plain_table(cols, rows))
+        console.file.write((f"{title}\n" if title else "") + plain_table(cols, rows))
         console.file.flush()
         return
-    if wide:  # every column at its full width; the terminal wraps what is longer than a line
-        full = sum(_natural(cols, rows)) + GAP * (len(cols) - 1)
-        wider = Console(
-            file=console.file,
-            width=max(full, console.width),
-            force_terminal=console.is_terminal,
-            color_system=console.color_system,  # type: ignore[arg-type]
-            highlight=False,
-        )
-        wider.print(rich_table(cols, rows, full, wide))
+    if title:
+        console.print(Text(title, style="bold"), soft_wrap=True)
+    natural = _natural(cols, rows)
+    shown = fit(cols, rows, console.width, wide)
+    # Wide: every column at its full width. Otherwise what is left after the optional columns went
+    # may still be wider than the terminal (many names): print it whole and let the terminal wrap
+    # the lines rather than let rich crop the names at the edge.
+    needed = sum(natural) + GAP * (len(cols) - 1) if wide else _needed(cols, natural, shown, WRAP_FLOOR)
+    if needed <= console.width:
+        console.print(rich_table(cols, rows, console.width, wide))
         return
-    console.print(rich_table(cols, rows, console.width, wide))
+    wider = Console(
+        file=console.file,
+        width=needed,
+        force_terminal=True,
+        color_system=console.color_system,  # type: ignore[arg-type]
+        highlight=False,
+    )
+    wider.print(rich_table(cols, rows, needed, wide))
 
 
 def rich_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, wide: bool = False) -> Table:
@@ -101,10 +128,10 @@ def rich_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, w
         if col.wrap:
             # What is left, but never so little that each word breaks; the table may then be wider
             # than the terminal, which wraps it (ids and names still whole).
-            room = max(10, min(col.wrap_min, natural[i], width - fixed))
-            table.add_column(col.header, overflow="fold", ratio=1, min_width=room)
+            room = max(min(WRAP_FLOOR, natural[i]), min(col.wrap_min, natural[i], width - fixed))
+            table.add_column(Text(col.header), overflow="fold", ratio=1, min_width=room)
         else:
-            table.add_column(col.header, no_wrap=True, min_width=natural[i], justify=col.justify)
+            table.add_column(Text(col.header), no_wrap=True, min_width=natural[i], justify=col.justify)
     for row in rows:
         table.add_row(*(row[i] for i in shown))
     return table

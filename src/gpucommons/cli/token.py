@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from gpucommons.cli._client import api, fail
 from gpucommons.cli.main import app
+from gpucommons.cli.tables import Col, print_table
 from gpucommons.policy.durations import DURATION_HELP, parse_duration
 
 if TYPE_CHECKING:  # pydantic models: only annotations here, so not imported at start-up
@@ -83,6 +84,9 @@ def create(
 def list_tokens(
     all_: Annotated[bool, typer.Option("--all", help="Include revoked tokens.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
+    ] = False,
 ) -> None:
     """API tokens and sign-in sessions (never their secrets)."""
     from gpucommons.client.identity import IdentityApi
@@ -92,7 +96,7 @@ def list_tokens(
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
         return
-    console.print(_table(rows, all_))
+    print_table(console, _columns(all_), _rows(rows, all_), wide)
 
 
 @token_app.command("revoke")
@@ -105,20 +109,29 @@ def revoke(token_id: Annotated[str, typer.Argument(help="The token's id (see com
     typer.echo(f"revoked token {row.id} ({row.name}) of {row.subject}")
 
 
-def _table(rows: list[TokenInfo], with_revoked: bool) -> Table:
-    table = Table(box=None, pad_edge=False)
-    columns = ["ID", "NAME", "SUBJECT", "ROLE", "MADE BY", "EXPIRES", "LAST USED"] + (
-        ["REVOKED"] if with_revoked else []
+def _columns(with_revoked: bool) -> tuple[Col, ...]:
+    """Id, name, subject and role whole; at 80 columns when it was last used and who made it go first."""
+    return (
+        Col("ID", keep=True),
+        Col("NAME", keep=True),
+        Col("SUBJECT", keep=True),
+        Col("ROLE", keep=True),
+        Col("MADE BY", drop=2),
+        Col("EXPIRES", drop=3),
+        Col("LAST USED", drop=1),
+        *([Col("REVOKED", keep=True)] if with_revoked else []),
     )
-    for col in columns:
-        table.add_column(col, overflow="fold", no_wrap=col in ("ID", "EXPIRES", "LAST USED", "REVOKED"))
+
+
+def _rows(rows: list[TokenInfo], with_revoked: bool) -> list[list[str]]:
+    out = []
     for r in rows:
         role = (r.role or "user's roles") + (f"@{r.team}" if r.team else "")
         made_by = "service-owned" if r.service_owned else (r.created_by or "")
         expires = _when(r.expires_at) or "never"
         cells = [r.id, r.name, r.subject, role, made_by, expires, _when(r.last_used_at)]
-        table.add_row(*cells, *([_when(r.revoked_at)] if with_revoked else []))
-    return table
+        out.append([*map(escape, cells), *([_when(r.revoked_at)] if with_revoked else [])])
+    return out
 
 
 def _when(t: datetime | None) -> str:

@@ -1,4 +1,4 @@
-"""`commons usage export`: the usage ledger as contract 4's CSV."""
+"""`commons usage export`: the usage ledger as CSV (docs/design.md, contract 4)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def export(
         Path | None, typer.Option("--out", "-o", help="Write to this file (default: stdout).")
     ] = None,
 ) -> None:
-    """Write `task_id,team,pool,gpus,start,end,priority,borrowed_gpus,end_reason` rows (contract 4)."""
+    """Write the usage ledger CSV (its columns: docs/design.md): who held which GPUs, when."""
     lo, hi = parse_time(start, "--from"), parse_time(end, "--to")
     if lo and hi and hi <= lo:
         raise fail("--to must be after --from")

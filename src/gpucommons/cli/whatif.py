@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
 from gpucommons.cli.simulate import check_engine, progress_bar
+from gpucommons.cli.tables import Col, print_table
 
 if TYPE_CHECKING:  # the simulator is imported when a command runs it, not at CLI start-up
     from gpucommons.planning.whatif import Comparison
@@ -20,23 +20,22 @@ console = Console(highlight=False)
 
 
 def print_comparison(comparison: Comparison) -> None:
+    """Two tables: the cluster's figures, then each team's, one column per variant (names kept whole)."""
     from gpucommons.planning.whatif import summary_rows, team_rows
 
-    labels = [v.label for v in comparison.variants]
-    cluster = Table(title="cluster", title_justify="left")
-    teams = Table(
-        title="teams: wait p50 / p95 · finish-time fairness (< 1: gains from sharing)", title_justify="left"
+    labels = [Col(v.label, keep=True, justify="right") for v in comparison.variants]
+    print_table(
+        console,
+        (Col("metric", keep=True), *labels),
+        [list(r) for r in summary_rows(comparison)],
+        title="cluster",
     )
-    for table, first in ((cluster, "metric"), (teams, "team")):
-        table.add_column(first)
-        for label in labels:
-            table.add_column(label, justify="right")
-    for row in summary_rows(comparison):
-        cluster.add_row(*row)
-    for row in team_rows(comparison):
-        teams.add_row(*row)
-    console.print(cluster)
-    console.print(teams)
+    print_table(
+        console,
+        (Col("team", keep=True), *labels),
+        [list(r) for r in team_rows(comparison)],
+        title="teams: wait p50 / p95 · finish-time fairness (< 1: gains from sharing)",
+    )
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""The usage ledger: who held which GPUs when (contract 4), and its integrals over a period.
+"""The usage ledger: who held which GPUs when (docs/design.md, contract 4), and its integrals over a period.
 
 Pure: reading and writing take open text streams (or a file's bytes); nothing here touches files,
 clocks or databases.

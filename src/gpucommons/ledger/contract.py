@@ -1,4 +1,4 @@
-"""Contract 4's columns and the limits every reader of the usage ledger applies alike."""
+"""The columns of docs/design.md, contract 4 and the limits every reader of the usage ledger applies alike."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ USAGE_COLUMNS: tuple[str, ...] = (
 )
 #: More GPUs than any one task holds: a row claiming more is a corrupt row, not a big task.
 MAX_GPUS = 1_000_000
-#: The extension column (not in contract 4 itself): appended after the contract's columns.
+#: The extension column (not in docs/design.md, contract 4 itself): appended after the contract's columns.
 LOST_WORK_COLUMN = "lost_gpu_hours"
 REASONS = {r.value: r for r in EndReason}
 #: Lost work is written to the micro-GPU-hour; allow that rounding above what the interval held.

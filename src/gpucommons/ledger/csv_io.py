@@ -1,4 +1,4 @@
-"""Contract 4: the usage ledger as CSV, read with line-numbered errors and written back.
+"""docs/design.md, contract 4: the usage ledger as CSV, read with line-numbered errors and written back.
 
 Columns (docs/design.md, contract 4): `task_id,team,pool,gpus,start,end,priority,borrowed_gpus,end_reason`,
 times in ISO-8601 UTC. Extension: an optional `lost_gpu_hours` column (GPU-hours of work a preemption
@@ -98,7 +98,7 @@ def _read_rows(lines: Iterable[str], pools: Collection[str] | None, max_issues: 
                 LineIssue(
                     1,
                     f"the header lacks column(s) {', '.join(missing)}; "
-                    f"contract 4 needs {','.join(USAGE_COLUMNS)}",
+                    f"a usage ledger needs {','.join(USAGE_COLUMNS)}",
                 )
             ]
         )
@@ -254,7 +254,8 @@ def write_usage_csv(
     """Write intervals as a contract-4 CSV to `file`; returns the number of rows written.
 
     `lost_work`: add the `lost_gpu_hours` extension column. `None` (the default) adds it only when
-    some interval carries lost work, so a ledger without preemption losses is exactly contract 4.
+    some interval carries lost work, so a ledger without preemption losses is exactly contract 4
+    (docs/design.md).
     """
     rows = list(intervals) if lost_work is None else intervals
     if lost_work is None:

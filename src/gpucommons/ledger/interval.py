@@ -20,8 +20,8 @@ US_PER_HOUR = 3_600_000_000
 
 
 class EndReason(StrEnum):
-    """Why the interval ended (contract 4). `running`: still running when the ledger was exported; its
-    `end` is then the export time, so the interval is complete up to that instant."""
+    """Why the interval ended (docs/design.md, contract 4). `running`: still running when the ledger was
+    exported; its `end` is then the export time, so the interval is complete up to that instant."""
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -37,7 +37,8 @@ class UsageInterval(NamedTuple):
     control plane recorded it. Chargeback does not rely on it: it integrates borrowing over time
     (docs/design.md, "Chargeback rules", rule 2), because a task admitted on borrowed GPUs stops borrowing
     when its team's other tasks end. `lost_gpu_hours` is the work a preemption threw away (GPU-hours
-    since the victim's last checkpoint); it is an extension column of contract 4, zero when absent.
+    since the victim's last checkpoint); it is an extension column of contract 4 (docs/design.md),
+    zero when absent.
     """
 
     task_id: str

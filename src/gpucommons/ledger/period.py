@@ -125,11 +125,16 @@ class Period:
         return Period(self.start, now, until=self.end)
 
     @property
+    def asked(self) -> Period:
+        """The period that was asked for: itself, or the whole of a period cut at now (`to_date`)."""
+        return self if self.until is None else Period(self.start, self.until)
+
+    @property
     def label(self) -> str:
         """`2026-11` for a calendar month, else `2026-11-01..2026-11-15` (days, both included) or the
         exact instants; a period cut at now (`to_date`) is the asked period's label + " to date"."""
         if self.until is not None:
-            return f"{Period(self.start, self.until).label} to date"
+            return f"{self.asked.label} to date"
         if self.is_calendar_month:
             return f"{self.start.year:04d}-{self.start.month:02d}"
         if _at_midnight(self.start) and _at_midnight(self.end):

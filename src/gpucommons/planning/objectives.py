@@ -4,8 +4,9 @@ Every candidate is judged against *today's quotas replayed on the same window* (
 number from another replay), so the judgement carries the window's own load and noise:
 
 - `wait`: the mean over teams of their p95 wait, nothing else.
-- `guarantee`: the total time teams were owed their nominal quota and did not have it (contract 3's
-  `guarantee_violation_s`), then the mean p95 wait; no team's p95 may regress (below).
+- `guarantee`: the total time teams were owed their nominal quota and did not have it (the
+  `guarantee_violation_s` of docs/design.md, contract 3), then the mean p95 wait; no team's p95 may
+  regress (below).
 - `balanced` (the default): the mean p95 wait, provided no team regresses and guarantee violations
   are not above today's.
 

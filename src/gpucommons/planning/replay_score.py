@@ -7,8 +7,8 @@ Each window is replayed on its own, from an empty cluster, with the engine the c
 In the fit window older jobs weigh less: a job submitted `a` seconds before the window's end weighs
 `0.5 ** (a / half_life)`, so a team whose work shifted (Philly's 6214e9 went from ~9,000 jobs a
 week to ~1,000) is judged mostly on what it does now. Weighted percentiles reduce to the simulator's
-own (linear interpolation between closest ranks, as in contract 3's `wait_p95_s`) when every job
-weighs 1.
+own (linear interpolation between closest ranks, as in the `wait_p95_s` of docs/design.md,
+contract 3) when every job weighs 1.
 
 Pure: the windows are values and the replay is the deterministic simulator.
 """

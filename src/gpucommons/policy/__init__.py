@@ -1,4 +1,5 @@
-"""The policy file (`commons.yaml`, contract 1): schema, loading with path-precise errors, JSON Schema.
+"""The policy file (`commons.yaml`, docs/design.md, contract 1): schema, loading with path-precise
+errors, JSON Schema.
 
 `load_policy(path)` / `parse_policy(text)` return a frozen `gpucommons.domain.Policy` or raise
 `PolicyError`, whose `issues` (each `PolicyIssue(path, message, line)`) list every problem at once.

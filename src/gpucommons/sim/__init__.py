@@ -2,7 +2,7 @@
 
 jobs = read_trace(open("trace.csv"))
 result = run_simulation(policy, jobs, SimConfig(engine="commons"))
-text = dumps(result.report)          # contract 3's R.json
+text = dumps(result.report)          # docs/design.md, contract 3's R.json
 """
 
 from gpucommons.sim.bound import BoundOutcome, utilization_bound

@@ -1,4 +1,4 @@
-"""What the simulator replays: one job of a trace, as contract 2 describes it.
+"""What the simulator replays: one job of a trace, as docs/design.md, contract 2 describes it.
 
 A `SimJob` is the trace's row with its request already in engine units (`Resources`), so a CSV
 trace (GPUs) and a generated workload (CPUs, see `sim.workloads`) are the same thing to the loop.

@@ -1,4 +1,5 @@
-"""Contract 3's result (`R.json`) from a run: summary, per-team figures and the jobs list.
+"""The result of docs/design.md, contract 3 (`R.json`) from a run: summary, per-team figures and
+the jobs list.
 
 Field names are the contract's and are never renamed; additions (engine, finish-time fairness,
 counts of jobs that never fit or never finished, ...) sit beside them. Output is deterministic:

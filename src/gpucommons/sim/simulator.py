@@ -120,7 +120,7 @@ class JobRun:
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """Raw result of one run; `sim.report` turns it into contract 3's JSON."""
+    """Raw result of one run; `sim.report` turns it into the JSON of docs/design.md, contract 3."""
 
     engine: str
     policy: Policy

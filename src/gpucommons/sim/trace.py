@@ -1,4 +1,5 @@
-"""The trace reader (contract 2): `job_id,team,submit_time_s,duration_s,gpus` + optional columns.
+"""The trace reader (docs/design.md, contract 2): `job_id,team,submit_time_s,duration_s,gpus` +
+optional columns.
 
 Optional columns (`priority`, `pool`, `checkpoint_interval_s`) may be absent from the header or
 empty in a row. A bad row is refused with its line number, and every bad row is reported at once

@@ -124,7 +124,8 @@ class GpuAllocationRow(Base):
 
 
 class UsageIntervalRow(Base):
-    """The ledger (contract 4): one row per attempt that held resources; `end` is NULL while open."""
+    """The ledger (docs/design.md, contract 4): one row per attempt that held resources; `end` is NULL
+    while open."""
 
     __tablename__ = "usage_intervals"
 

@@ -239,7 +239,8 @@ class MiniSim:
                     self._finish_token.pop(p.victim_id, None)
                     self.state.requeue(p.victim_id, now)
                 else:
-                    # Zero grace: the victim rejoins at the next event, never at this instant (trap 3).
+                    # Zero grace: the victim rejoins at the next event, never at this instant
+                    # (docs/design.md, trap 3).
                     self._push(now + max(self.grace_s, 1e-3), "stop", p.victim_id)
             if self.check:
                 check_state(self.state)

@@ -444,7 +444,7 @@ def _teams_in(response: Any) -> set[str]:
                 found.add(node["team"])
             if isinstance(node.get("name"), str) and "pools" in node:  # a team summary
                 found.add(node["name"])
-            if isinstance(node.get("teams"), dict):  # a chargeback result (contract 5)
+            if isinstance(node.get("teams"), dict):  # a chargeback result (docs/design.md, contract 5)
                 found.update(node["teams"])
             for v in node.values():
                 walk(v)

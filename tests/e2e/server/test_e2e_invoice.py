@@ -1,5 +1,6 @@
-"""The chargeback end to end: tasks run on `commons up`, the ledger is exported (contract 4), charged
-back from the file (contract 5), and the server's invoice agrees on what each team used."""
+"""The chargeback end to end: tasks run on `commons up`, the ledger is exported (docs/design.md,
+contract 4), charged back from the file (contract 5), and the server's invoice agrees on what each
+team used."""
 
 from __future__ import annotations
 

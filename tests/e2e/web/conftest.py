@@ -41,3 +41,28 @@ def shots(tmp_path: Path) -> Path:
     target = Path(os.environ.get("COMMONS_SCREENSHOT_DIR", "") or tmp_path)
     target.mkdir(parents=True, exist_ok=True)
     return target
+
+
+@pytest.fixture
+def open_page(browser: Any, server: Server) -> Iterator[Any]:
+    """`open_page(token, width=1280)`: a fresh browser tab signed in with `token`; fails on script errors."""
+    contexts: list[Any] = []
+    errors: list[str] = []
+
+    def _open(token: str, width: int = 1280, path: str = "/", scheme: str = "light") -> Any:
+        context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(server.url + "/")
+        page.fill("#token", token)
+        page.click("#signin-button")
+        page.wait_for_selector("h1:has-text('Cluster overview')")
+        if path != "/":
+            page.goto(server.url + "/" + path)
+        return page
+
+    yield _open
+    for context in contexts:
+        context.close()
+    assert not errors, f"the dashboard threw: {errors}"

@@ -12,14 +12,16 @@ so the pool has 7 GPUs used, 2 of them borrowed, and 1 idle.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.web.conftest import POLICY
 
 from gpucommons.api import schemas
+from gpucommons.chargeback.explain import BUDGET_SENTENCE, PLATFORM_SENTENCE, idle_share_sentence
+from gpucommons.policy import load_policy
 from gpucommons.testing.web import Server, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -66,31 +68,6 @@ def scenario(server: Server) -> Scenario:
         # The engine has looked at A3 and said why it waits.
         wait_for("a reason for the pending task", lambda: [q for q in client.queue() if q.reason_code])
     return Scenario(server, a1, a2, a3, b1, beta_token)
-
-
-@pytest.fixture
-def open_page(browser: Any, server: Server) -> Iterator[Any]:
-    """`open_page(token, width=1280)`: a fresh browser tab signed in with `token`; fails on script errors."""
-    contexts: list[Any] = []
-    errors: list[str] = []
-
-    def _open(token: str, width: int = 1280, path: str = "/", scheme: str = "light") -> Any:
-        context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(server.url + "/")
-        page.fill("#token", token)
-        page.click("#signin-button")
-        page.wait_for_selector("h1:has-text('Cluster overview')")
-        if path != "/":
-            page.goto(server.url + "/" + path)
-        return page
-
-    yield _open
-    for context in contexts:
-        context.close()
-    assert not errors, f"the dashboard threw: {errors}"
 
 
 def stat(page: Any, pool: str, key: str) -> str:
@@ -303,8 +280,8 @@ def test_usage_page_shows_each_visible_teams_gpu_hours_this_month(
     alpha_hours = float(page.inner_text("tr[data-team='alpha'] td[data-col='gpu-hours']").replace(",", ""))
     assert alpha_hours > 0  # 6 GPUs have been held since the scenario started
 
-    # This month's costs (contract 5, month to date: they move every second), exactly as the API sent
-    # them to the page.
+    # This month's costs (docs/design.md, contract 5, month to date: they move every second), exactly
+    # as the API sent them to the page.
     with page.expect_response(lambda r: "/api/v1/invoices?" in r.url) as answer:
         page.reload()
     costs = answer.value.json()
@@ -315,6 +292,19 @@ def test_usage_page_shows_each_visible_teams_gpu_hours_this_month(
         assert total == f"${cost['total_cents'] / 100:,.2f}"
     assert "within budget (soft)" in page.inner_text("table.budgets tr[data-team='alpha']")
     page.screenshot(path=str(shots / "usage.png"), full_page=True)
+
+    # What "idle share" and "kept by the platform" are: one sentence each, with this policy's idle rule.
+    idle = load_policy(POLICY).chargeback.idle
+    notes = page.locator("#cost-notes p.note").all_inner_texts()
+    assert idle_share_sentence(idle) in notes and PLATFORM_SENTENCE in notes
+    assert f"idle rule '{idle.value}'" in idle_share_sentence(idle)
+    # A budget's "spent" is the direct cost so far (idle and admin shares come at the month's end),
+    # and says so: its column, its bar and the note under the table.
+    budgets = page.locator("table.budgets")
+    assert "Direct cost so far" in (budgets.locator("thead").text_content() or "")  # CSS upper-cases it
+    bar = budgets.locator("tr[data-team='alpha'] svg").get_attribute("aria-label") or ""
+    assert re.fullmatch(r"alpha: \$[\d,.]+ direct cost so far of a \$1,000\.00 budget", bar), bar
+    assert page.inner_text("#budget-note") == BUDGET_SENTENCE
 
     with page.expect_download() as download:
         page.click("button[aria-label^='PDF invoice for alpha']")

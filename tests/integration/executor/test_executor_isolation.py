@@ -11,6 +11,8 @@ import secrets
 import shutil
 import signal
 import stat
+import subprocess
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,9 +20,12 @@ from pathlib import Path
 
 import pytest
 
+import gpucommons
 from gpucommons.backends.local import LocalExecutor
 from gpucommons.backends.local.accounts import IsolationMode, TeamAccounts
+from gpucommons.backends.local.task_path import reachable_by_others, runnable_by_others
 from gpucommons.backends.ports import ExitStatus, Handle, Launch
+from gpucommons.cli.doctor_checks import task_path_check
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("useradd") is None, reason="team accounts need root and useradd"
@@ -165,3 +170,63 @@ def test_a_program_not_on_the_path_says_where_it_was_looked_for(accounts: TeamAc
     text = (accounts.home / "logs" / "t-missing2.log").read_text()
     assert "cannot start 'no-such-program-commons'" in text
     assert f"as {accounts.account('alpha')}, PATH=/usr/local/sbin:" in text
+
+
+@pytest.fixture
+def readable_install() -> Iterator[Path]:
+    """GPU Commons installed where team accounts may run it (as under /opt/commons): a virtualenv of
+    the system's python3 in /tmp whose site-packages reach this checkout and its dependencies, with
+    the `commons` script pip would write. Returns its interpreter."""
+    system_python = Path("/usr/bin/python3")
+    if not system_python.exists():
+        pytest.skip("no /usr/bin/python3 to build a virtualenv team accounts can run")
+    root = Path(tempfile.mkdtemp(prefix="commons-opt-", dir="/tmp"))
+    root.chmod(0o755)
+    venv = root / "venv"
+    subprocess.run([system_python, "-m", "venv", "--without-pip", venv], check=True)
+    python = venv / "bin" / "python3"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    source = Path(gpucommons.__file__).resolve().parents[1]
+    dependencies = Path(sysconfig.get_paths()["purelib"])  # typer, rich, ... of the test's interpreter
+    (site / "commons-under-test.pth").write_text(f"{source}\n{dependencies}\n")
+    script = venv / "bin" / "commons"
+    script.write_text(f"#!{python}\nimport sys\nfrom gpucommons.cli.main import app\nsys.exit(app())\n")
+    script.chmod(0o755)
+    if not (runnable_by_others(python) and reachable(source) and reachable(dependencies)):
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"{source} or {dependencies} is closed to other users")
+    try:
+        yield python
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def reachable(directory: Path) -> bool:
+    return reachable_by_others(directory) and bool(directory.stat().st_mode & stat.S_IROTH)
+
+
+def test_a_team_task_runs_commons_from_a_readable_install_and_doctor_reports_its_path(
+    accounts: TeamAccounts, readable_install: Path
+) -> None:
+    """Root with team accounts: the platform's bin directory is on a team task's PATH when the
+    account may run its interpreter, so `commons --version` (and `commons checkpoint`) work in the
+    task; doctor reports exactly the PATH the task saw."""
+    server_path = "/usr/local/bin:/usr/bin:/bin"
+    executor = LocalExecutor(
+        accounts.home / "run", python=str(readable_install), base_env={"PATH": server_path}
+    )
+    handle, log = run(executor, accounts, "alpha", "t-commons", 'echo "$PATH"; id -un; commons --version')
+    assert finish(executor, handle) == ExitStatus(code=0), log.read_text()
+    path, user, version = log.read_text().splitlines()[:3]
+    assert user == accounts.account("alpha")
+    assert str(readable_install.parent) in path.split(os.pathsep) and version.strip()
+    check = task_path_check(IsolationMode.ACCOUNTS, server_path, str(readable_install))
+    assert check.status == "ok", check.detail
+    assert f"team accounts get PATH={path} " in check.detail

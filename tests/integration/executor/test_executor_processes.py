@@ -16,8 +16,10 @@ import pytest
 
 from gpucommons.backends.clock import SystemClock
 from gpucommons.backends.local import LOST, LaunchError, LocalExecutor, StopAction, StopPlan, next_stop_step
+from gpucommons.backends.local.accounts import IsolationMode
 from gpucommons.backends.local.procfs import read_stat, start_marker
 from gpucommons.backends.ports import ExitStatus, Handle, Launch
+from gpucommons.cli.doctor_checks import task_path_check
 
 PY = sys.executable
 
@@ -415,3 +417,25 @@ def test_an_attempt_started_but_never_recorded_is_found_again_by_its_task_id(
     other.kill(ended)
     other.release(ended)
     assert other.find_attempt("t-lost") is None
+
+
+def test_a_task_of_the_servers_own_user_finds_commons_and_doctor_reports_its_path(
+    tmp_path: Path, make_launch: Callable[..., Launch]
+) -> None:
+    """Logical isolation: a server started without its virtualenv on PATH (`.venv/bin/commons up`)
+    used to give tasks a PATH without `commons` (`sh: 1: commons: not found`, exit 127) while doctor,
+    run from an activated shell, said all was well. Tasks now get the platform's bin directory, and
+    doctor reports the very PATH the task sees."""
+    if not (Path(PY).parent / "commons").exists():
+        pytest.skip(f"no `commons` script beside {PY} (GPU Commons is not installed in this interpreter)")
+    server_path = "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"  # no virtualenv on it
+    executor = LocalExecutor(tmp_path / "run", python=PY, base_env={"PATH": server_path})
+    launch = make_launch(("/bin/sh", "-c", 'echo "$PATH"; commons --version'))
+    handle = executor.start(launch)
+    assert wait_for_exit(executor, handle) == ExitStatus(code=0), launch.log_path.read_text()
+    path, version = launch.log_path.read_text().splitlines()[:2]
+    assert path.split(os.pathsep) == [*server_path.split(os.pathsep), str(Path(PY).parent)]
+    assert version.strip()
+    check = task_path_check(IsolationMode.LOGICAL, server_path, PY)
+    assert check.status == "ok", check.detail
+    assert f"tasks get PATH={path} " in check.detail

@@ -50,8 +50,8 @@ def test_invariants_hold_through_a_run(sc: tuple[Policy, list[Job], str], grace:
 @FUZZ
 @given(scenario())
 def test_a_victim_requeued_at_the_same_instant_does_not_loop(sc: tuple[Policy, list[Job], str]) -> None:
-    """Trap 3 made worse on purpose: zero grace and requeue at the very instant of preemption.
-    The preemptor's reservation still keeps the freed GPUs from going back to the victim."""
+    """Trap 3 of docs/design.md made worse on purpose: zero grace and requeue at the very instant of
+    preemption. The preemptor's reservation still keeps the freed GPUs from going back to the victim."""
     policy, jobs, config = sc
     result = MiniSim(policy, CONFIGS[config], grace_s=0.0, requeue_same_instant=True).run(jobs)
     assert all(n <= 1 for n in result.per_instant.values()), result.per_instant

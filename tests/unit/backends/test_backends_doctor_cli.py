@@ -65,8 +65,8 @@ def test_doctor_json_reports_every_team_the_inventory_and_the_checks(open_home: 
 def test_doctor_tables_name_the_teams_and_the_answer(open_home: Path) -> None:
     result = runner.invoke(app, ["doctor", "--policy", str(EXAMPLE), "--home", str(open_home)])
     assert result.exit_code == 0, result.output
-    for text in ("SEPARATED FROM OTHER TEAMS BY", "nlp", "recsys", "Shared by every team", "Environment"):
-        assert text in result.output
+    for text in ("separated from other teams by", "nlp", "recsys", "shared by every team", "environment"):
+        assert text in result.output.lower()
 
 
 def test_doctor_refuses_a_missing_policy_with_a_message(tmp_path: Path) -> None:
@@ -183,3 +183,26 @@ def test_task_path_check_warns_when_the_platforms_interpreter_is_closed_to_team_
     assert check.status == "warn", check.detail
     assert "team accounts get PATH=" in check.detail and str(private) not in check.detail.split(";")[0]
     assert "cannot enter" in check.detail
+
+
+def test_task_path_check_reports_the_executors_path_and_warns_without_commons(tmp_path: Path) -> None:
+    """Doctor names the PATH `task_path` gives tasks (the executor's), not the shell's as it is; a
+    platform bin directory without `commons` means `commons checkpoint` fails inside tasks."""
+    from gpucommons.backends.local.task_path import task_path
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python3"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    shell = "/usr/bin:/bin"
+    check = task_path_check(IsolationMode.LOGICAL, shell, str(python))
+    expected = task_path(shell, str(python), team_account=False)
+    assert expected == f"{shell}:{bin_dir}"
+    assert f"tasks get PATH={expected} " in check.detail
+    assert check.status == "warn" and "`commons checkpoint` fails inside tasks" in check.detail
+    commons = bin_dir / "commons"
+    commons.write_text("#!/bin/sh\n")
+    commons.chmod(0o755)
+    check = task_path_check(IsolationMode.LOGICAL, shell, str(python))
+    assert check.status == "ok" and f"commons is {commons}" in check.detail

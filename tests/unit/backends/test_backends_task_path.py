@@ -1,5 +1,6 @@
-"""The PATH a team account's tasks get: system directories, the platform's interpreter when other
-users may run it, and nothing they cannot reach."""
+"""The PATH tasks get. A team account's: system directories, the platform's interpreter when other
+users may run it, and nothing they cannot reach. The server's own user's: the server's PATH, then
+the platform's bin directory (where `commons` is)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import os
 from pathlib import Path
 
 from gpucommons.backends.local.task_path import (
+    DEFAULT_PATH,
     SYSTEM_DIRS,
     account_path,
+    own_user_path,
     reachable_by_others,
     runnable_by_others,
+    task_path,
 )
 
 
@@ -75,3 +79,23 @@ def test_private_entries_of_the_server_path_are_dropped(tmp_path: Path) -> None:
     assert str(public) in entries
     assert str(shim) not in entries and str(python.parent) not in entries
     assert entries[: len(entries) - 1] == [d for d in SYSTEM_DIRS if Path(d).is_dir()]
+
+
+def test_the_servers_own_user_gets_its_path_then_the_platforms_bin_directory(tmp_path: Path) -> None:
+    """`.venv/bin/commons up` from a shell without the virtualenv on PATH: tasks still find `commons`,
+    after the user's own programs (a conda `python` first on PATH stays the one tasks get)."""
+    python = make_interpreter(tmp_path / "repo" / ".venv" / "bin")
+    server = "/opt/conda/bin:/usr/local/bin:/usr/bin:/bin:/usr/games"
+    assert own_user_path(server, str(python)) == f"{server}:{python.parent}"
+    # an activated virtualenv is already on it: nothing moves, nothing repeats
+    activated = f"{python.parent}:/usr/bin:/bin"
+    assert own_user_path(activated, str(python)) == activated
+    assert own_user_path("", str(python)) == f"{DEFAULT_PATH}:{python.parent}"
+
+
+def test_task_path_is_the_account_path_for_team_accounts_and_the_own_path_otherwise(tmp_path: Path) -> None:
+    python = make_interpreter(tmp_path / "opt" / "commons" / "bin")
+    open_tree(python.parent)
+    server = f"/usr/bin:/bin:{tmp_path / 'nowhere'}"
+    assert task_path(server, str(python), team_account=True) == account_path(server, str(python))
+    assert task_path(server, str(python), team_account=False) == own_user_path(server, str(python))

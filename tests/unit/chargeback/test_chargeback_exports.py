@@ -1,4 +1,5 @@
-"""Exports: contract 5's exact keys, the CSV's platform row, FOCUS 1.2's column rules, invoices."""
+"""Exports: the exact keys of docs/design.md, contract 5, the CSV's platform row, FOCUS 1.2's column
+rules, invoices."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from decimal import Decimal
+from html import unescape
 from pathlib import Path
 
 import pytest
 from pypdf import PdfReader
 
 from gpucommons.chargeback import ChargebackResult, compute_chargeback
+from gpucommons.chargeback.explain import PLATFORM_SENTENCE, idle_share_sentence
 from gpucommons.chargeback.exports import (
     FOCUS_COLUMNS,
     FOCUS_MANDATORY,
@@ -171,6 +175,46 @@ def test_invoice_lines_add_up_to_the_team_total_and_show_lost_work() -> None:
     assert invoice.lost_value_cents == 1200  # 7.5 GPU-hours × 1.60
     assert {(c.pool, c.priority) for c in invoice.classes} == {("h100", "training"), ("a100", "interactive")}
     assert invoice.invoice_id == "INV-test-2026-11-nlp"
+
+
+def test_the_invoice_id_of_a_month_in_progress_is_a_clean_identifier() -> None:
+    """It was `INV-test-2026-12 to date-nlp`: the id is the month's, "to date" is said beside it."""
+    policy = chargeback_policy(pools={"h100": (8, "2.50")}, teams={"nlp": {"h100": 8}})
+    december = Period.parse("2026-12").to_date(datetime(2026, 12, 10, 12, 30, 15, tzinfo=UTC))
+    used = hours_interval("nlp", "h100", gpus=2, start_h=0, end_h=24, origin=december.start)
+    r = compute_chargeback(policy, [used], december)
+    assert december.label == "2026-12 to date"
+    invoice = build_invoice(r, "nlp")
+    assert invoice.invoice_id == "INV-test-2026-12-nlp"
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", invoice.invoice_id)
+    html = render_invoice_html(r, "nlp")
+    assert "Invoice INV-test-2026-12-nlp" in html and "period 2026-12 to date" in html
+    assert "period 2026-12 to date" in _pdf_text(render_invoice_pdf(r, "nlp"))
+    focus = list(csv.DictReader(io.StringIO(to_focus_csv(r))))
+    assert {row["InvoiceId"] for row in focus if row["SubAccountId"] == "nlp"} == {"INV-test-2026-12-nlp"}
+
+
+def _visible_text(html: str) -> str:
+    """What a reader of the page sees: tags dropped, entities read, white space collapsed."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+@pytest.mark.parametrize("idle", list(IdlePolicy))
+def test_invoices_explain_idle_share_and_kept_by_the_platform_with_the_policys_idle_rule(
+    idle: IdlePolicy,
+) -> None:
+    """One sentence each, naming the policy's own idle rule, in the HTML and the PDF invoice."""
+    r = result(idle)
+    idle_sentence, platform = idle_share_sentence(idle), PLATFORM_SENTENCE
+    for sentence, starts in ((idle_sentence, "Idle share: "), (platform, "Kept by the platform: ")):
+        assert sentence.startswith(starts) and sentence.endswith(".")
+        assert ". " not in sentence.rstrip("."), f"more than one sentence: {sentence}"
+    assert f"the policy's idle rule '{idle.value}'" in idle_sentence
+    html = _visible_text(render_invoice_html(r, "nlp"))
+    assert idle_sentence in html and platform in html
+    pdf = " ".join(_pdf_text(render_invoice_pdf(r, "nlp")).split())
+    assert " ".join(idle_sentence.split()) in pdf
+    assert "Kept by the platform:" in pdf
 
 
 def test_html_invoice_shows_every_line_and_escapes_names() -> None:

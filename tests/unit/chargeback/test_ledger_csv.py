@@ -1,4 +1,5 @@
-"""Contract 4 as CSV: round trip, tolerant header handling, and bad rows refused by line number."""
+"""docs/design.md, contract 4 as CSV: round trip, tolerant header handling, and bad rows refused by
+line number."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def test_lost_work_must_be_on_a_preempted_row_and_within_what_it_held() -> None:
 def test_a_header_without_contract_columns_is_refused_on_line_1() -> None:
     assert refused("task_id,team,pool\nt1,nlp,h100\n") == [
         "line 1: the header lacks column(s) gpus, start, end, priority, borrowed_gpus, end_reason; "
-        f"contract 4 needs {HEADER}"
+        f"a usage ledger needs {HEADER}"
     ]
     assert refused("") == [f"line 1: the file is empty; expected the header {HEADER}"]
 

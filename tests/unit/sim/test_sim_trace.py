@@ -1,4 +1,5 @@
-"""The trace reader (contract 2): optional columns, and bad rows refused with their line numbers."""
+"""The trace reader (docs/design.md, contract 2): optional columns, and bad rows refused with their
+line numbers."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ CHECKPOINT_REQUEST_ANNOTATION = "gpucommons.io/checkpoint-requested"
 #: Where the pod's annotations appear in the container (downward API).
 PODINFO_MOUNT = "/commons/podinfo"
 CONTAINER = "task"
-#: Variables the control plane owns (contract 6): a task's own `env` cannot override them.
+#: Variables the control plane owns (docs/design.md, contract 6): a task's own `env` cannot override them.
 CONTRACT_ENV = (
     "COMMONS_TASK_ID",
     "COMMONS_TEAM",

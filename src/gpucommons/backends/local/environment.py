@@ -1,7 +1,8 @@
 """The environment a task's process sees: a small, predictable set, never the server's secrets.
 
 The server's own environment may hold database URLs and tokens; a task must not inherit them. A
-task gets the locale and PATH of the machine (a team account: a PATH it can use, `task_path`), the
+task gets the locale and a PATH built from the server's (`task_path`: one a team account can use;
+for the server's own user, with the platform's `bin` directory, where `commons` is), the
 variables the control plane set in its `Launch`
 (docs/design.md, contract 6: COMMONS_TASK_ID, COMMONS_TEAM, COMMONS_CHECKPOINT_DIR, COMMONS_RESTART_COUNT),
 CUDA_VISIBLE_DEVICES naming exactly the GPUs it was given, and PYTHONUNBUFFERED=1 (which the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpucommons.backends.local.task_path import DEFAULT_PATH
 from gpucommons.backends.ports import Launch
 
 #: Variables of the server's environment that a task may inherit (plus every LC_*).
@@ -28,7 +30,7 @@ def task_environment(
 ) -> dict[str, str]:
     """The whole environment of the task's process (pure: `base` is the server's environment).
 
-    `path` replaces the server's PATH (a team account gets one it can use: `task_path.account_path`).
+    `path` replaces the server's PATH (the executor passes `task_path.task_path`'s).
 
     `gpu_indices` is authoritative for CUDA_VISIBLE_DEVICES: whatever `launch.env` says, the task
     sees the GPUs it was assigned and no other.
@@ -36,7 +38,7 @@ def task_environment(
     env = {k: v for k, v in base.items() if k in PASSTHROUGH or k.startswith("LC_")}
     if path is not None:
         env["PATH"] = path
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.setdefault("PATH", DEFAULT_PATH)
     # Python tasks write their log lines as they happen (`commons logs -f`), not at exit.
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(launch.env)

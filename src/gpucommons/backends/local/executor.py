@@ -33,7 +33,7 @@ from gpucommons.backends.local.procfs import (
     signal_each,
     start_marker,
 )
-from gpucommons.backends.local.task_path import account_path
+from gpucommons.backends.local.task_path import task_path
 from gpucommons.backends.ports import (
     BackendTraits,
     ExecutorBase,
@@ -106,8 +106,13 @@ class LocalExecutor(ExecutorBase):
         self.inventory: Inventory | None = None
         self._python = python
         self._base_env = dict(os.environ if base_env is None else base_env)
-        #: What team accounts get instead of the server's PATH (parts of it may be closed to them).
-        self._account_path = account_path(self._base_env.get("PATH", ""), python)
+        server_path = self._base_env.get("PATH", "")
+        #: The PATH of tasks run as a team account (parts of the server's may be closed to them) and
+        #: of tasks run as the server's user: `task_path`, which `commons doctor` reports.
+        self._paths = {
+            team_account: task_path(server_path, python, team_account=team_account)
+            for team_account in (True, False)
+        }
         #: Runners this instance started, by (pid, start marker): polled with waitpid.
         self._children: dict[tuple[int, str], subprocess.Popen[bytes]] = {}
         #: Statuses already reported, so a second poll answers the same even if the file is gone.
@@ -152,9 +157,7 @@ class LocalExecutor(ExecutorBase):
                 stdin=subprocess.DEVNULL,
                 stdout=log_fd,
                 stderr=subprocess.STDOUT,
-                env=task_environment(
-                    launch, self._base_env, home, self._account_path if launch.run_as else None
-                ),
+                env=task_environment(launch, self._base_env, home, self._paths[launch.run_as is not None]),
                 cwd="/",
                 start_new_session=True,
                 close_fds=True,

@@ -1,5 +1,14 @@
 """The PATH a task's process gets, and whether a team account can use what it names.
 
+`task_path` is the one answer: the executor gives tasks what it returns, and `commons doctor` reports
+what it returns for the same PATH and interpreter, so the two cannot disagree.
+
+A task that runs as the server's own user (logical isolation) gets the server's PATH, then the
+directory of the interpreter the platform runs on — its virtualenv's `bin`, where `commons` is — when
+that PATH lacks it: a server started without its virtualenv on PATH (`.venv/bin/commons up`) still
+gives tasks `commons checkpoint`, as the README has them call it. Appended, not put first, so that a
+`python` of the user's own PATH (a conda environment) is still the one a task gets.
+
 Running as root, tasks run under team accounts (`commons-<team>`), which are neither the owner nor
 in the group of the server's files: they can use a directory only if every directory above it lets
 *other* users cross it (o+x). The server's own PATH often names places they cannot reach — an
@@ -19,6 +28,8 @@ from pathlib import Path
 
 #: Debian's default PATH for a login shell, sbin included (root's tools are often there).
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+#: A task's PATH when the server was started with none.
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def _others_may(path: Path, bits: int) -> bool:
@@ -57,6 +68,21 @@ def account_path(server_path: str, interpreter: str) -> str:
         if d and reachable_by_others(Path(d)) and (usable or Path(d) != python.parent):
             entries.append(d)
     return os.pathsep.join(dict.fromkeys(entries))  # first occurrence wins, order kept
+
+
+def own_user_path(server_path: str, interpreter: str) -> str:
+    """The PATH of tasks that run as the server's own user (see the module's docstring)."""
+    entries = [d for d in (server_path or DEFAULT_PATH).split(os.pathsep) if d]
+    entries.append(str(Path(interpreter).parent))
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
+def task_path(server_path: str, interpreter: str, *, team_account: bool) -> str:
+    """The PATH of a task's process, given the server's PATH and the interpreter it runs on:
+    `account_path` for a task run as a team account, `own_user_path` for one run as the server's user."""
+    if team_account:
+        return account_path(server_path, interpreter)
+    return own_user_path(server_path, interpreter)
 
 
 def find_program(name: str, path: str) -> Path | None:

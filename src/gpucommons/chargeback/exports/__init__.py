@@ -1,4 +1,5 @@
-"""Chargeback exports: contract 5 JSON, CSV, FOCUS 1.2, HTML and PDF invoices, model comparisons.
+"""Chargeback exports: contract 5 JSON (docs/design.md), CSV, FOCUS 1.2, HTML and PDF invoices,
+model comparisons.
 
 All renderers are pure: they return `str` or `bytes`; the caller writes them where it wants.
 

@@ -26,5 +26,5 @@ def utc_seconds(moment: datetime) -> str:
 
 
 def hours_float(value: Decimal) -> float:
-    """GPU-hours for JSON (contract 5 shows them as numbers), from the micro-hour decimal."""
+    """GPU-hours for JSON (docs/design.md, contract 5 shows them as numbers), from the micro-hour decimal."""
     return float(value)

@@ -1,4 +1,4 @@
-"""Contract 5 (JSON) and the per-team CSV of a chargeback."""
+"""Contract 5 of docs/design.md (JSON) and the per-team CSV of a chargeback."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ CSV_COLUMNS = (
 
 
 def to_dict(result: ChargebackResult, teams: Collection[str] | None = None) -> dict[str, Any]:
-    """Contract 5, exactly: these keys and no others, teams sorted by name.
+    """Contract 5 of docs/design.md, exactly: these keys and no others, teams sorted by name.
 
     `teams`: only these teams' entries (for a caller who may see only some); the cluster's cost and
     the platform's share stay whole, so the invariant then holds only over the full result.

@@ -116,7 +116,7 @@ def usage(
 def usage_csv(
     ctx: ContextDep, who: CurrentPrincipal, start: FromQ = None, end: ToQ = None, team: TeamFilter = None
 ) -> Response:
-    """The same intervals as contract 4's CSV (`commons usage export`)."""
+    """The same intervals as the usage ledger CSV (docs/design.md, contract 4; `commons usage export`)."""
     buffer = io.StringIO()
     write_usage_csv(_intervals(ctx, who, start, end, team), buffer)
     return Response(buffer.getvalue(), media_type="text/csv; charset=utf-8")

@@ -62,7 +62,11 @@ def invoices(
     month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="The month, e.g. 2026-11")],
     team: Annotated[str | None, Query(max_length=63)] = None,
     fmt: Annotated[
-        Format, Query(alias="format", description="json (contract 5), csv, focus, html or pdf")
+        Format,
+        Query(
+            alias="format",
+            description="json (the chargeback result, docs/design.md), csv, focus, html or pdf",
+        ),
     ] = "json",
 ) -> Response:
     """A month's chargeback (a month in progress: up to now). json, csv and focus hold every team the

@@ -1,4 +1,4 @@
-"""Writing and reading the usage ledger (contract 4) in the store.
+"""Writing and reading the usage ledger (docs/design.md, contract 4) in the store.
 
 An interval opens when a task is admitted (its GPUs are reserved from then on) and closes when the
 attempt ends — succeeded, failed, cancelled or preempted — at the time the process ended.

@@ -157,7 +157,7 @@ function monthWindow(month) {
 }
 
 /**
- * GPU-hours per team in the month, from the ledger (contract 4 intervals, cut at the month's edges by
+ * GPU-hours per team in the month, from the ledger (docs/design.md, contract 4 intervals, cut at the month's edges by
  * the API; an open interval counts up to now), with the part above quota: what the usage page plots.
  */
 function gpuHoursByTeam(intervals, nowMs) {
@@ -188,7 +188,7 @@ async function optional(promise) {
 }
 
 /**
- * The month's GPU-hours per team (the caller's visible teams), its chargeback (contract 5, the teams
+ * The month's GPU-hours per team (the caller's visible teams), its chargeback (docs/design.md, contract 5, the teams
  * whose costs the caller may see) and this month's budgets; `chargeback`/`budgets` are null when the
  * server does not compute costs.
  */
