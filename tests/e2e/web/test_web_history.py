@@ -202,9 +202,26 @@ def test_the_planning_form_replays_a_month_to_completion(past: Past, open_page: 
         .replace("gpu: {gpus: 4, borrow_limit: 2}", "gpu: {gpus: 5, borrow_limit: 2}")
         .replace("gpu: {gpus: 4, borrow_limit: 0}", "gpu: {gpus: 3, borrow_limit: 0}"),
     )
+    # Every state of the progress bar the page shows while the run goes on, as the person sees it.
+    page.evaluate(
+        """() => {
+            window.seenProgress = [];
+            const look = () => {
+                const bar = document.querySelector('#run-progress-bar');
+                const label = document.querySelector('#run-progress label');
+                if (bar) window.seenProgress.push([bar.value, bar.max, label ? label.innerText : '']);
+            };
+            const watched = {subtree: true, childList: true, attributes: true};
+            new MutationObserver(look).observe(document.body, watched);
+        }"""
+    )
     page.click("#replay-button")
     page.wait_for_selector("#run-done", timeout=60000)
     assert "tasks replayed" in page.inner_text("#run-done")
+    seen = page.evaluate("window.seenProgress")
+    assert seen, "the run showed a progress bar before it was done"
+    assert all(0 <= done <= total for done, total, _ in seen), seen
+    assert [done for done, _, _ in seen] == sorted(done for done, _, _ in seen), "progress never goes back"
     assert page.locator("table.comparison tbody tr").count() >= 5
     assert page.locator("table.comparison-teams tr[data-team='alpha']").count() == 1
     assert page.locator("table.runs tr[data-status='succeeded']").count() >= 1
