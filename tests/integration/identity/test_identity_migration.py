@@ -75,7 +75,6 @@ def _token_creators_round_trip(db: Database) -> None:
             )
     upgrade(db, "0004_token_creators")
     assert _identity_diffs(db) == []
-    command.check(alembic_config(db))
     with db.engine.connect() as conn:
         rows = dict(
             conn.execute(text("SELECT id, created_by_user_id FROM api_tokens WHERE NOT service_owned")).all()
@@ -85,6 +84,8 @@ def _token_creators_round_trip(db: Database) -> None:
     columns = {c["name"] for c in inspect(db.engine).get_columns("api_tokens")}
     assert not {"created_by_user_id", "service_owned"} & columns
     upgrade(db)
+    # At the head (later migrations touch other tables), the models and the schema agree.
+    command.check(alembic_config(db))
 
 
 def test_identity_migration_round_trips_on_sqlite(tmp_path: Path) -> None:
