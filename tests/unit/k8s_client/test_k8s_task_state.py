@@ -12,7 +12,7 @@ import pytest
 from gpucommons.backends.kubernetes.observe import ClusterNames
 from gpucommons.backends.kubernetes.task_state import pending_sentence, view_task
 from gpucommons.domain.task import TaskState
-from gpucommons.server.workers.cluster import external_task_id, progress, steps
+from gpucommons.server.workers.cluster_steps import external_task_id, progress, steps
 from gpucommons.testing.repo_data import KUEUE_DATA
 
 SHAPES = KUEUE_DATA / "shapes"
