@@ -193,11 +193,11 @@ def main() -> int:
     parser.add_argument(
         "--in-flight",
         type=int,
-        default=1000,
+        default=600,
         help="Jobs created but not finished at most (the fake Kueue's cycle grows with the pending ones)",
     )
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between looks at the ledger")
-    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--timeout", type=float, default=3600.0)
     args = parser.parse_args()
 
     admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
