@@ -129,19 +129,23 @@ def _refuse_followers(db: Database, where: str) -> None:
     """A follower replica keeps an election connection (application_name "gpu-commons leadership …")
     open while it waits for the lock: any such session other than ours is a server running."""
     with db.engine.connect() as conn:
-        others = (
-            conn.execute(
-                text(
-                    "SELECT application_name FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND application_name LIKE 'gpu-commons leadership%'"
-                    " AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                    " AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = :key)"
-                ),
-                {"key": lock_key(SERVER)},
-            )
-            .scalars()
-            .all()
+        _refuse_followers_on(conn, where)
+
+
+def _refuse_followers_on(conn: Connection, where: str) -> None:
+    others = (
+        conn.execute(
+            text(
+                "SELECT application_name FROM pg_stat_activity WHERE datname = current_database()"
+                " AND application_name LIKE 'gpu-commons leadership%'"
+                " AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = :key)"
+            ),
+            {"key": lock_key(SERVER)},
         )
+        .scalars()
+        .all()
+    )
     if others:
         who = "; ".join(str(name).removeprefix("gpu-commons leadership ") for name in others)
         raise SnapshotError(
@@ -164,6 +168,8 @@ def _load(
             )
         migrate.upgrade(db)
         with db.engine.connect() as conn, conn.begin():
+            if not db.is_sqlite:
+                _lock_tables(conn, where)
             existing = {name: n for name, n in count_rows(conn).items() if n}
             if existing and not force:
                 what = ", ".join(f"{name} {n}" for name, n in existing.items())
@@ -187,6 +193,22 @@ def _load(
     except SQLAlchemyError as exc:
         raise SnapshotError(f"the restore into {where} failed, nothing was changed: {_reason(exc)}") from None
     return existing
+
+
+def _lock_tables(conn: Connection, where: str) -> None:
+    """Every table locked for the transaction: a replica started meanwhile (it would come up as a
+    follower, the lock being ours, and serve submissions) waits for the restore instead of writing
+    beside it; and the follower check is repeated under the lock, closing the window since the first."""
+    names = ", ".join(table.name for table in tables())
+    conn.execute(text("SET LOCAL lock_timeout = '15s'"))
+    try:
+        conn.execute(text(f"LOCK TABLE {names} IN ACCESS EXCLUSIVE MODE"))
+    except SQLAlchemyError as exc:
+        raise SnapshotError(
+            f"the tables of {where} stay in use (another session holds them: {_reason(exc)}); stop what "
+            "uses the database and try again"
+        ) from None
+    _refuse_followers_on(conn, where)
 
 
 def _move_sequences(conn: Connection) -> None:
