@@ -59,7 +59,8 @@ def database_url(home: Path | None, url: str | None) -> str:
 
 @contextmanager
 def progress_bar(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A rich progress bar on stderr, one line per table (or the page copy); silent when piped."""
+    """One rich progress bar on stderr: rows (or pages) copied of all, and the table being copied;
+    silent when stderr is not a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
@@ -67,17 +68,19 @@ def progress_bar(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         TextColumn("[bold]{task.description:<18}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
         disable=quiet or not console.is_terminal,
     )
-    tasks: dict[str, TaskID] = {}
+    task: list[TaskID] = []
 
     def update(step: str, done: int, total: int) -> None:
-        if step not in tasks:
-            tasks[step] = bar.add_task(step, total=total or None)
-        bar.update(tasks[step], completed=done, total=total or None)
+        unit = "pages" if step == "pages" else "rows"
+        if not task:
+            task.append(bar.add_task(step, total=total, unit=unit))
+        bar.update(task[0], description=step, completed=done, total=total, unit=unit)
 
     with bar:
         yield update
@@ -116,7 +119,7 @@ def backup(
         db.dispose()
     out = Console(highlight=False, soft_wrap=True)
     out.print(
-        f"backed up {escape(describe_url(db.url))} to {escape(str(info.path))}: {info.total_rows} rows in "
+        f"backed up {escape(describe_url(db.url))} to {escape(str(info.path))}: {info.total_rows:,} rows in "
         f"{len(info.rows)} tables, schema revision {info.revision}, consistent as of {info.meta['taken_at']}"
     )
     out.print(_counts(info.rows))
@@ -158,7 +161,7 @@ def restore(
     out.print(
         f"restored {escape(str(file))} (taken {taken} from {escape(source)}) into "
         f"{escape(describe_url(db.url))}: "
-        f"{info.total_rows} rows in {len(info.rows)} tables, schema revision {info.revision}"
+        f"{info.total_rows:,} rows in {len(info.rows)} tables, schema revision {info.revision}"
     )
     if result.upgraded_from:
         out.print(
@@ -172,6 +175,6 @@ def restore(
 
 def _counts(rows: dict[str, int]) -> str:
     """Rows per table, the tables with rows only."""
-    full = [f"{name} {n}" for name, n in rows.items() if n]
+    full = [f"{name} {n:,}" for name, n in rows.items() if n]
     empty = len(rows) - len(full)
     return "rows: " + (", ".join(full) or "none") + (f" ({empty} tables empty)" if empty and full else "")

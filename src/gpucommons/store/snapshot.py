@@ -44,7 +44,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Rows per INSERT batch (and per progress step).
 BATCH_ROWS = 2000
 
-#: `progress(step, done, total)`: `step` names the work ("tasks", "pages"), `done` of `total` so far.
+#: `progress(step, done, total)`: `step` names what is being copied now (a table, or "pages" for a
+#: SQLite page copy); `done` of `total` so far, over the whole copy (rows, or pages).
 Progress = Callable[[str, int, int], None]
 
 
@@ -118,12 +119,14 @@ def count_rows(conn: Connection) -> dict[str, int]:
 def copy_rows(source: Connection, dest: Connection, rows: dict[str, int], progress: Progress) -> None:
     """Every table's rows from `source` into `dest` (same schema), in key order, in batches.
 
-    `rows` is what `count_rows(source)` said (the progress totals). Values go through the tables'
+    `rows` is what `count_rows(source)` said (the progress total). Values go through the tables'
     SQLAlchemy types both ways, so JSON and booleans arrive as they left."""
+    total = sum(rows.values())
+    done = 0
     for table in tables():
-        total = rows.get(table.name, 0)
-        progress(table.name, 0, total)
-        done = 0
+        if not rows.get(table.name):
+            continue
+        progress(table.name, done, total)
         result = source.execution_options(stream_results=True, max_row_buffer=BATCH_ROWS).execute(
             select(table).order_by(*table.primary_key.columns)
         )
