@@ -5,6 +5,7 @@ The same under a running, loaded server: tests/e2e/server/test_e2e_backup.py."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -282,3 +283,30 @@ def test_the_commands_print_what_they_did_and_errors_without_a_traceback(
         failed = runner.invoke(app, args)
         assert failed.exit_code == 1, failed.output
         assert message in failed.output and "Traceback" not in failed.output
+
+
+@pytest.mark.postgres
+def test_backup_of_postgresql_at_another_revision_says_which(tmp_path: Path) -> None:
+    with fresh_database() as url:
+        db = Database(url)
+        upgrade(db, "0004_token_creators")
+        expected = f"is at schema revision 0004_token_creators, this commons writes {code_head()}"
+        with pytest.raises(SnapshotError, match=re.escape(expected)):
+            backup(db, tmp_path / "snap.db")
+        assert not (tmp_path / "snap.db").exists()
+        db.dispose()
+
+
+def test_restore_into_a_database_of_a_newer_version_says_so(tmp_path: Path) -> None:
+    source = Database(f"sqlite:///{tmp_path / 'source.db'}")
+    upgrade(source)
+    snap = tmp_path / "snap.db"
+    backup(source, snap)
+    newer = tmp_path / "newer.db"
+    _sqlite_file(
+        newer,
+        "CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY);"
+        "INSERT INTO alembic_version VALUES ('0099_from_the_future');",
+    )
+    with pytest.raises(SnapshotError, match=r"newer.db is at schema revision 0099_from_the_future, which"):
+        restore(Database(f"sqlite:///{newer}"), snap, force=True)
