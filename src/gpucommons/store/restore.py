@@ -106,9 +106,7 @@ def _no_server(db: Database) -> Iterator[None]:
     try:
         lock: Leadership = leadership_for(db, SERVER)
         acquired = lock.try_acquire()
-    except SnapshotError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # PostgreSQL unreachable, a lock file that cannot be created
         raise SnapshotError(f"cannot reach {where}: {_reason(exc)}") from None
     if not acquired:
         holder = lock.holder()
