@@ -47,6 +47,9 @@ from gpucommons.store.snapshot import (
     tables,
 )
 
+#: How long a PostgreSQL restore waits for another session to let go of a table.
+LOCK_TIMEOUT_S = 15
+
 
 @dataclass
 class RestoreResult:
@@ -198,7 +201,7 @@ def _lock_tables(conn: Connection, where: str) -> None:
     follower, the lock being ours, and serve submissions) waits for the restore instead of writing
     beside it; and the follower check is repeated under the lock, closing the window since the first."""
     names = ", ".join(table.name for table in tables())
-    conn.execute(text("SET LOCAL lock_timeout = '15s'"))
+    conn.execute(text(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'"))
     try:
         conn.execute(text(f"LOCK TABLE {names} IN ACCESS EXCLUSIVE MODE"))
     except SQLAlchemyError as exc:

@@ -310,3 +310,25 @@ def test_restore_into_a_database_of_a_newer_version_says_so(tmp_path: Path) -> N
     )
     with pytest.raises(SnapshotError, match=r"newer.db is at schema revision 0099_from_the_future, which"):
         restore(Database(f"sqlite:///{newer}"), snap, force=True)
+
+
+@pytest.mark.postgres
+def test_restore_gives_up_on_a_table_another_session_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from gpucommons.store import restore as restore_module
+
+    monkeypatch.setattr(restore_module, "LOCK_TIMEOUT_S", 0.5)
+    with fresh_database() as url:
+        db = Database(url)
+        upgrade(db)
+        snap = tmp_path / "snap.db"
+        backup(db, snap)
+        with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as other:
+            other.execute("SELECT count(*) FROM usage_intervals")  # its transaction holds the table
+            with pytest.raises(SnapshotError, match=r"the tables of .* stay in use"):
+                restore(db, snap, force=True)
+        restore(db, snap, force=True)
+        db.dispose()
