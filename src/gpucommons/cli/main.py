@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "token": ("gpucommons.cli.token",),
     "chargeback": ("gpucommons.cli.chargeback",),
     "bench": ("gpucommons.cli.bench",),
+    "backup": ("gpucommons.cli.backup",),
+    "restore": ("gpucommons.cli.backup",),
 }
 
 

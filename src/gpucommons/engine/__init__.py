@@ -1,8 +1,9 @@
 """The pure admission engine: quota tree, pool assignment, preemption, placement.
 
 No I/O and no wall clock: time is a parameter. Callers keep a `ClusterState`, call
-`decide(state, now, config)` and apply the `Decisions` through the state's methods (or
-`apply_decisions`). See `engine.types` for the contract and docs/engine.md for the rules.
+`decide(state, now, config)` and apply the `Decisions` through the state's methods (tests use
+`apply_decisions`, which does all of them at once). See `engine.types` for the contract and
+docs/engine.md for the rules.
 """
 
 from gpucommons.engine.apply import apply_decisions

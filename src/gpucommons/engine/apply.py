@@ -1,9 +1,10 @@
-"""Applying a cycle's decisions to the state, the way both callers must.
+"""Applying a cycle's decisions to the state all at once: a helper for tests and property checks.
 
-The live server applies decisions one by one as its executor acts (admission = launch; preemption =
-signal, then requeue once the task has stopped); the simulator and tests can use this helper for
-the part that happens at decision time. Passing the preemptor along with each victim is what keeps
-the preemptor's claim on the freed GPUs (docs/design.md, trap 1).
+Neither the live server nor the simulator calls it: each applies a decision as it carries it out,
+through the same state methods (`ClusterState.admit` when a task is launched or starts,
+`mark_preempting` when a victim is signalled, `requeue` once it has stopped). Passing the preemptor
+along with each victim is what keeps the preemptor's claim on the freed GPUs (docs/design.md,
+trap 1).
 """
 
 from __future__ import annotations

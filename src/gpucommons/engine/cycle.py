@@ -42,7 +42,7 @@ from gpucommons.engine.reasons import (
     preempt_message,
     waiting_message,
 )
-from gpucommons.engine.state import ClusterState
+from gpucommons.engine.state import ClusterState, queue_key
 from gpucommons.engine.types import (
     Admission,
     Admit,
@@ -130,7 +130,7 @@ class _Scheduler:
             if self.state.queue_length(team) == 0:
                 continue
             cursor = _TeamCursor(team)
-            cursor.waiting = [t.id for t in sorted(waiting_by_team.get(team, []), key=_qk)]
+            cursor.waiting = [t.id for t in sorted(waiting_by_team.get(team, []), key=queue_key)]
             self.cursors[team] = cursor
             self._push_next(cursor)
         while self.heap:
@@ -446,7 +446,3 @@ class _Scheduler:
         self.pending[task.id] = Pending(
             PendingCode.WAITING_FOR_PREEMPTION, waiting_message([rt.task.id for rt in victims])
         )
-
-
-def _qk(task: TaskRequest) -> tuple[int, float, int]:
-    return (-task.priority, task.queued_at, task.seq)

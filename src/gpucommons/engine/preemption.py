@@ -190,11 +190,8 @@ def _borrow_threshold(cy: Cycle, task: TaskRequest) -> int | None:
     rules = cy.team(task.team).preemption
     if rules.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER:
         return None
-    threshold = task.priority
-    max_prio = getattr(rules, "max_priority_threshold", None)
-    if isinstance(max_prio, int) and max_prio < threshold:
-        threshold = max_prio + 1
-    return threshold
+    # Kueue's `maxPriorityThreshold` is not in the policy file: the preemptor's priority is the bound.
+    return task.priority
 
 
 def _under_nominal(cy: Cycle, p: Preemptor) -> bool:

@@ -1,4 +1,4 @@
-"""FastAPI dependencies as `Annotated` aliases: the server context, a DB session, the caller.
+"""FastAPI dependencies as `Annotated` aliases: the server context and the caller.
 
 The caller is identity's `CurrentPrincipal` (bearer API token or session cookie); routes authorize
 with `identity.authz.authorize` and filter lists with `visible_teams`.
@@ -6,16 +6,14 @@ with `identity.authz.authorize` and filter lists with `visible_teams`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
 
 from gpucommons.server.auth import CurrentPrincipal
 from gpucommons.server.context import ServerContext
 
-__all__ = ["ContextDep", "CurrentPrincipal", "SessionDep", "bearer_token"]
+__all__ = ["ContextDep", "CurrentPrincipal", "bearer_token"]
 
 
 async def get_context(request: Request) -> ServerContext:
@@ -27,14 +25,6 @@ async def get_context(request: Request) -> ServerContext:
 
 
 ContextDep = Annotated[ServerContext, Depends(get_context)]
-
-
-def get_session(ctx: ContextDep) -> Iterator[Session]:
-    with ctx.db.session() as session:
-        yield session
-
-
-SessionDep = Annotated[Session, Depends(get_session)]
 
 
 def bearer_token(request: Request) -> str | None:

@@ -256,40 +256,6 @@ def test_usage_half_life_remembers_who_used_the_cluster_lately() -> None:
     assert order(half_life_s=600) == ["b1"]  # a used 32 GPUs until recently
 
 
-def test_borrow_within_cohort_max_priority_threshold_limits_victims_when_borrowing() -> None:
-    """Kueue's `borrowWithinCohort.maxPriorityThreshold`, read from the team's preemption policy
-    when the policy model carries it."""
-    from dataclasses import dataclass, replace
-
-    from gpucommons.domain.model import PreemptionPolicy
-
-    @dataclass(frozen=True, slots=True)
-    class WithThreshold(PreemptionPolicy):
-        max_priority_threshold: int | None = None
-
-    def victims(threshold: int | None) -> list[str]:
-        policy = _bwc_policy()
-        nlp = policy.team("nlp")
-        rules = WithThreshold(
-            nlp.preemption.reclaim, nlp.preemption.borrow_within_cohort, nlp.preemption.within_team, threshold
-        )
-        teams = tuple(replace(t, preemption=rules) if t.name == "nlp" else t for t in policy.teams)
-        state = (
-            make_state(replace(policy, teams=teams, _index={}))
-            .running(T("n1").team("nlp").gpus(16).priority(500))
-            .running(T("c0").team("cv").gpus(16).priority(900))
-            .running(T("v").team("cv").gpus(8).priority(300), at=0)
-            .running(T("i1").team("idle").gpus(8).priority(500))
-            .pending(T("p").team("nlp").gpus(8).priority(500))
-            .obj()
-        )
-        return [p.victim_id for p in decide_checked(state, 1000).preempt]
-
-    assert victims(None) == ["v"]  # below the preemptor's own priority
-    assert victims(300) == ["v"]  # at the threshold: allowed
-    assert victims(200) == []  # above the threshold: not while borrowing
-
-
 def test_a_class_that_is_not_preemptible_protects_its_tasks_whatever_the_request_says() -> None:
     policy = (
         make_policy()
