@@ -34,6 +34,7 @@ from gpucommons.backends.slurm.submit import (
     build_sbatch,
     cancel_command,
     parse_sbatch_output,
+    sbatch_environment,
     signal_command,
 )
 
@@ -97,8 +98,15 @@ class SlurmClient:
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None) -> str:
-        """Run one command; its standard output, or SlurmError."""
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Run one command (with `env`, else the client's environment); its output, or SlurmError."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         if self._conf is not None and not self._conf.is_file():
             raise SlurmError(
@@ -106,7 +114,12 @@ class SlurmClient:
             )
         try:
             done = subprocess.run(
-                list(argv), input=input, capture_output=True, text=True, env=self.env, timeout=timeout
+                list(argv),
+                input=input,
+                capture_output=True,
+                text=True,
+                env=dict(self.env if env is None else env),
+                timeout=timeout,
             )
         except FileNotFoundError:
             package = _PACKAGES.get(argv[0], "slurm-client")
@@ -177,7 +190,8 @@ class SlurmClient:
 
     def submit(self, submission: SlurmSubmission) -> SubmittedJob:
         command = build_sbatch(submission)
-        job_id = parse_sbatch_output(self.run(command.argv, input=command.script))
+        env = sbatch_environment(self.env, submission.path)
+        job_id = parse_sbatch_output(self.run(command.argv, input=command.script, env=env))
         return SubmittedJob(job_id, command.job_name, command.output_path)
 
     def signal(self, job_id: str, signal: str, *, multi_node: bool) -> bool:

@@ -68,6 +68,7 @@ from gpucommons.server.workers.attempts import (
     outcome,
     pool_gpu_indices,
     task_request,
+    with_out_of_service,
 )
 from gpucommons.server.workers.launching import LaunchBuilder
 from gpucommons.server.workers.outputs import CycleStats, SchedulerHooks, UsageView
@@ -147,6 +148,8 @@ class Scheduler:
         self._settled: list[Handle] = []
         #: Open ledger intervals of the attempts being settled, read in one query per cycle.
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
+        #: The backend's nodes out of service at the last cycle (pool → node index → why).
+        self._out_of_service: Mapping[str, Mapping[int, str]] = {}
 
     # --- lifecycle of the worker ----------------------------------------------------------------
 
@@ -292,12 +295,13 @@ class Scheduler:
         with self.lock:
             now = self.clock.now()
             self._take_policy()
+            self._take_inventory()
             self._take_inbox()
             if self.shared_store:
                 self._take_stored()
             stats.ended = self._watch(now)
             decisions = decide(self.state, now, self.config)
-            self.pending = dict(decisions.pending)
+            self.pending = with_out_of_service(decisions.pending, self._out_of_service)
             for preempt in decisions.preempt:
                 stats.preempted += self._preempt(preempt, now)
             launches, failed = self._reserve_all(decisions.admit, now)
@@ -326,6 +330,16 @@ class Scheduler:
             self.state.set_policy(policy)
             self.policy, self._policy_version = policy, version
             self.executor.use_policy(policy)
+
+    def _take_inventory(self) -> None:
+        """Nodes the backend reports out of service (down, drained) take no new work; the queue
+        says which and why (caller holds `lock`). A no-op for backends that report none."""
+        out = self.executor.out_of_service()
+        for pool in self.policy.pools:
+            nodes = frozenset(out.get(pool.name, {}))
+            if nodes != self.state.out_of_service(pool.name):
+                self.state.set_out_of_service(pool.name, nodes)
+        self._out_of_service = out
 
     def _take_inbox(self) -> None:
         if not self._inbox:
@@ -523,7 +537,7 @@ class Scheduler:
     # --- an attempt ended ------------------------------------------------------------------------
 
     def _settle(self, session: Session, row: TaskRow, handle: Handle, status: ExitStatus, now: float) -> None:
-        at = ended_at(handle, now, row.started_at)
+        at = ended_at(handle, now, row.started_at, status)
         new_state, reason, message = outcome(row, status)
         lost = lost_gpu_seconds(row, at) if reason is EndReason.PREEMPTED else 0.0
         self._release_resources(session, row, at, reason, lost)
