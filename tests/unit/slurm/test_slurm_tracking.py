@@ -8,7 +8,7 @@ import pytest
 
 from gpucommons.backends.ports import ExitStatus, Handle
 from gpucommons.backends.slurm.inventory import build_inventory
-from gpucommons.backends.slurm.jobs import parse_scontrol_jobs
+from gpucommons.backends.slurm.jobs import WATCH_FIELDS, parse_scontrol_jobs, parse_squeue
 from gpucommons.backends.slurm.nodes import parse_nodes
 from gpucommons.backends.slurm.tracking import (
     PlacementError,
@@ -114,3 +114,15 @@ def test_plain_sbatch_jobs_are_the_usage_of_their_accounts_team() -> None:
     assert all(not j.name.startswith("gpucommons:") for j in jobs if f"slurm:{j.job_id}" in refs)
     for work in found:
         assert work.team == "platform" and work.pool == "gpu" and work.placement
+
+
+def test_the_rounds_squeue_gives_phases_end_times_and_exit_zero_for_completed_jobs_only() -> None:
+    jobs = {j.job_id: j for j in parse_squeue(read("squeue_watch.txt"), WATCH_FIELDS)}
+    completed, failed, gang = jobs["1"], jobs["2"], jobs["3"]
+    done = exit_status(completed)
+    assert done is not None and done.succeeded and done.ended_at == completed.end_time
+    # FAILED: squeue has no exit code; the executor asks scontrol for this job only.
+    assert failed.exit is None and failed.end_time is not None
+    assert exit_status(gang) is None and gang.nodes == ("n2", "n3") and gang.gpus == 16
+    assert {jobs["4"].phase.value, jobs["5"].phase.value} == {"pending"}
+    assert latest_attempt(jobs.values(), "t0000000002") == gang

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpucommons.backends.slurm.jobs import (
     SACCT_FIELDS,
+    WATCH_FIELDS,
     SlurmJob,
     parse_sacct,
     parse_scontrol_jobs,
@@ -171,6 +172,12 @@ class SlurmClient:
         if partition:
             argv.append(f"--partition={partition}")
         return parse_squeue(self.run(argv))
+
+    def watch(self) -> tuple[SlurmJob, ...]:
+        """Every job the controller remembers, ended ones included, in one cheap call (squeue
+        `--states=all`, `WATCH_FIELDS`); exit codes only for COMPLETED jobs (ask `job()` for others)."""
+        argv = ["squeue", "--noheader", "--all", "--states=all", f"--Format={squeue_format(WATCH_FIELDS)}"]
+        return parse_squeue(self.run(argv), WATCH_FIELDS)
 
     def accounting(self, job_ids: Sequence[str]) -> tuple[SlurmJob, ...]:
         """The jobs as slurmdbd recorded them (needs accounting; rows lag the controller by a second

@@ -6,8 +6,9 @@ runs as root with team accounts, the team's Unix user (`sbatch --uid`). The hand
 so a restarted server finds the job again by id (`find_attempt` by the job's name,
 `gpucommons:<task>:<attempt>`, for one launched just before a crash).
 
-Watching costs one `scontrol show job` per round for every job (`refresh_s`), not one per attempt: the
-scheduler polls every handle each cycle and reads this round's snapshot. The nodes are read every
+Watching costs one `squeue --states=all` per round for every job (`refresh_s`), not one call per
+attempt: the scheduler polls every handle each cycle and reads this round's snapshot; only a job that
+ended other than COMPLETED costs one `scontrol show job ID` more, for its exit code. The nodes are read every
 `inventory_s`: a node that is down, drained or not responding is out of service for the engine, and an
 attempt on a node that is down or does not answer is reported lost at once (its task is requeued or
 failed by the scheduler), and cancelled.
@@ -38,7 +39,7 @@ from gpucommons.backends.ports import (
 from gpucommons.backends.slurm.accounts import team_account
 from gpucommons.backends.slurm.client import SlurmClient, SlurmError
 from gpucommons.backends.slurm.inventory import SlurmInventory, build_inventory
-from gpucommons.backends.slurm.jobs import JobParseError, SlurmJob
+from gpucommons.backends.slurm.jobs import JobParseError, JobPhase, SlurmJob
 from gpucommons.backends.slurm.nodes import NodeParseError
 from gpucommons.backends.slurm.submit import RunAs, SlurmSubmission, SubmitError
 from gpucommons.backends.slurm.tracking import (
@@ -157,7 +158,7 @@ class SlurmExecutor(ExecutorBase):
             self._read_nodes()
         if force or now - self._snapshot.taken_at >= self.refresh_s:
             try:
-                jobs = self.client.jobs()
+                jobs = self.client.watch()
             except (SlurmError, JobParseError) as exc:
                 log.warning("cannot read the Slurm jobs: %s", exc)
                 return self._snapshot
@@ -252,14 +253,24 @@ class SlurmExecutor(ExecutorBase):
             if job_id not in snapshot.jobs and snapshot.taken_at < self._submitted.get(job_id, float("-inf")):
                 snapshot = self._refresh(force=True)
             found = snapshot.jobs.get(job_id)
+            if found is not None and found.phase is JobPhase.ENDED and found.exit is None:
+                found = self._with_exit(found)
             status = exit_status(found, self._lost_nodes) if found is not None else self._forgotten(job_id)
             if status is None:
                 return None
             self._ended[job_id] = status
-        if status.lost is not None and found is not None and found.phase.value != "ended":
+        if status.lost is not None and found is not None and found.phase is not JobPhase.ENDED:
             with contextlib.suppress(SlurmError):
                 self.client.cancel(job_id)
         return status
+
+    def _with_exit(self, job: SlurmJob) -> SlurmJob:
+        """An ended job as scontrol reports it, with its exit code (squeue does not print it)."""
+        with contextlib.suppress(SlurmError, JobParseError):
+            full = self.client.job(job.job_id)
+            if full is not None:
+                return full
+        return job
 
     def _forgotten(self, job_id: str) -> ExitStatus:
         """A job the controller no longer lists (ended longer than MinJobAge ago): accounting, if the

@@ -26,6 +26,8 @@ def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
         preemptible = policy.priority_class(row.priority_class).preemptible
     except KeyError:  # the class left the policy: treat the task as an ordinary preemptible one
         preemptible = True
+    # Work someone started on the cluster directly is usage we see, not a process we may stop.
+    preemptible = preemptible and row.origin != "cluster"
     return TaskRequest(
         id=row.id,
         team=row.team,

@@ -70,6 +70,7 @@ from gpucommons.server.workers.attempts import (
     task_request,
     with_out_of_service,
 )
+from gpucommons.server.workers.foreign import ForeignWorkTracker
 from gpucommons.server.workers.launching import LaunchBuilder
 from gpucommons.server.workers.outputs import CycleStats, SchedulerHooks, UsageView
 from gpucommons.store.db import Database
@@ -100,6 +101,7 @@ class Scheduler:
         reconcile_s: float = 2.0,
         intake_patience_s: float = 10.0,
         standby: bool = False,
+        next_seq: Callable[[Session], int] | None = None,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -150,6 +152,8 @@ class Scheduler:
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
         #: The backend's nodes out of service at the last cycle (pool → node index → why).
         self._out_of_service: Mapping[str, Mapping[int, str]] = {}
+        #: Cluster work we did not start (plain sbatch), as tasks (needs `next_seq` for their rows).
+        self._foreign = ForeignWorkTracker(next_seq) if next_seq is not None else None
 
     # --- lifecycle of the worker ----------------------------------------------------------------
 
@@ -229,6 +233,8 @@ class Scheduler:
                     if row.preemptions:
                         state.set_preemption_count(row.id, row.preemptions)
                 self._handles = {r.id: h for r in live if (h := handle_of(r)) is not None}
+                if self._foreign is not None:
+                    self._foreign.load(session)
                 if self.shared_store:
                     top = session.scalar(select(func.max(TaskRow.seq))) or 0
                     self._intake = SeqWatermark(max(0, top - INTAKE_LOOKBACK), self._intake.patience_s)
@@ -333,8 +339,15 @@ class Scheduler:
 
     def _take_inventory(self) -> None:
         """Nodes the backend reports out of service (down, drained) take no new work; the queue
-        says which and why (caller holds `lock`). A no-op for backends that report none."""
-        out = self.executor.out_of_service()
+        says which and why; work started on the cluster without us is taken in (`foreign`) (caller
+        holds `lock`). A no-op for backends that report neither."""
+        out: Mapping[str, Mapping[int, str]] = self.executor.out_of_service()
+        if self._foreign is not None:
+            work = self.executor.foreign_work()
+            if work or self._foreign.known:
+                with self.db.session() as session:
+                    unowned = self._foreign.sync(session, self.state, self.policy, work, self.clock.now())
+                out = {p: {**out.get(p, {}), **unowned.get(p, {})} for p in {*out, *unowned}}
         for pool in self.policy.pools:
             nodes = frozenset(out.get(pool.name, {}))
             if nodes != self.state.out_of_service(pool.name):
