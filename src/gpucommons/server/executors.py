@@ -182,9 +182,14 @@ def make_slurm_executor(settings: Settings) -> Executor:
 
     conf = settings.slurm_conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
     client = SlurmClient(conf)
-    mode = settings.isolation_mode()
-    accounts = TeamAccounts(settings.home, mode=mode) if mode is IsolationMode.ACCOUNTS else None
-    executor = SlurmExecutor(client, partition=settings.slurm_partition, accounts=accounts)
+    # Team accounts only when asked (COMMONS_ISOLATION=accounts): they must exist with the same uid on
+    # every node, which this host cannot create for the cluster as it does for itself.
+    accounts = (
+        TeamAccounts(settings.home, mode=IsolationMode.ACCOUNTS) if settings.isolation == "accounts" else None
+    )
+    executor = SlurmExecutor(
+        client, partition=settings.slurm_partition, accounts=accounts, log_dir=settings.home / "logs"
+    )
     try:
         executor.check()
     except SlurmError as exc:

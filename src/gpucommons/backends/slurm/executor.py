@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,8 +85,13 @@ class SlurmExecutor(ExecutorBase):
         refresh_s: float = 0.2,
         inventory_s: float = 2.0,
         clock: Callable[[], float] = time.time,
+        log_dir: Path | None = None,
     ) -> None:
+        """`log_dir`: where the server keeps task logs (HOME/logs); with team accounts a job cannot
+        write there, so its output goes to the team's workspace and is appended to the log when the
+        attempt ends."""
         self.client = client
+        self.log_dir = log_dir
         self.partition = partition
         self.accounts = accounts
         self.refresh_s = refresh_s
@@ -196,28 +201,28 @@ class SlurmExecutor(ExecutorBase):
             gpus_per_node=gpus,
             workdir=launch.workdir,
             checkpoint_dir=Path(env.get("COMMONS_CHECKPOINT_DIR", str(launch.workdir))),
-            output_dir=launch.log_path.parent,
-            output=launch.log_path,
+            output_dir=launch.workdir / ".commons" / "output",
+            # As the server's user the job appends to the task's log; a team account cannot open the
+            # server's private log directory, so its job writes a file of its own per attempt.
+            output=launch.log_path if launch.run_as is None else None,
             account=team_account(launch.team),
             partition=self.partition,
             run_as=RunAs(launch.run_as) if launch.run_as else None,
             env=env,
         )
         if launch.run_as is not None:
-            # The job's user writes the log (slurmstepd opens it as that user).
-            with contextlib.suppress(OSError, KeyError):
-                import pwd
-
-                entry = pwd.getpwnam(launch.run_as)
-                launch.log_path.touch()
-                os.chown(launch.log_path, entry.pw_uid, entry.pw_gid)
+            _make_output_dir(submission.output_dir, launch.run_as)
         try:
             submitted = self.client.submit(submission)
         except (SlurmError, SubmitError) as exc:
             raise LaunchError(f"sbatch refused task {launch.task_id}: {exc}") from None
         with self._lock:
             self._submitted[submitted.job_id] = time.monotonic()
-        return handle_for(launch.task_id, submitted.job_id, len(nodes))
+        handle = handle_for(launch.task_id, submitted.job_id, len(nodes))
+        if launch.run_as is not None:
+            # Stored with the handle, so the output is found again after a restart.
+            handle = replace(handle, exit_file=submitted.output_path)
+        return handle
 
     # --- stopping --------------------------------------------------------------------------------
 
@@ -259,10 +264,26 @@ class SlurmExecutor(ExecutorBase):
             if status is None:
                 return None
             self._ended[job_id] = status
+        self._collect_output(handle)
         if status.lost is not None and found is not None and found.phase is not JobPhase.ENDED:
             with contextlib.suppress(SlurmError):
                 self.client.cancel(job_id)
         return status
+
+    def _collect_output(self, handle: Handle) -> None:
+        """An attempt that wrote its output in the team's workspace: append it to the task's log once
+        it has ended (not following a link the team may have put there)."""
+        if handle.exit_file is None or self.log_dir is None:
+            return
+        try:
+            fd = os.open(handle.exit_file, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return
+        with os.fdopen(fd, "rb") as source, (self.log_dir / f"{handle.task_id}.log").open("ab") as log:
+            while chunk := source.read(1 << 20):
+                log.write(chunk)
+        with contextlib.suppress(OSError):
+            handle.exit_file.unlink()
 
     def _with_exit(self, job: SlurmJob) -> SlurmJob:
         """An ended job as scontrol reports it, with its exit code (squeue does not print it)."""
@@ -299,3 +320,16 @@ class SlurmExecutor(ExecutorBase):
         if found is None:
             return None
         return handle_for(task_id, found.job_id, max(1, len(found.nodes)))
+
+
+def _make_output_dir(folder: Path, account: str) -> None:
+    """The team's output folder in its workspace, owned by its account (slurmstepd opens the job's
+    output as the job's user)."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(account)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o770)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    except (KeyError, OSError) as exc:
+        raise LaunchError(f"cannot prepare {folder} for {account}: {exc}") from None
