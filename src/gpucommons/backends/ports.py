@@ -55,6 +55,10 @@ class BackendTraits:
     #: is stored before the next start, so a crash never leaves a running attempt nobody knows.
     #: False for attempts that die with the server (timers): a cycle's starts are stored at once.
     attempts_outlive_server: bool = True
+    #: Attempts the scheduler may start at once. Above 1 only for a backend whose starts are slow
+    #: remote calls (sbatch) and whose `find_attempt` finds an attempt started but not yet stored, so
+    #: a crash in the middle of a batch of starts leaves no attempt unknown.
+    concurrent_starts: int = 1
 
 
 class LaunchError(RuntimeError):

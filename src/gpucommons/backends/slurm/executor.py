@@ -49,6 +49,7 @@ from gpucommons.backends.slurm.tracking import (
     handle_for,
     job_of,
     latest_attempt,
+    ours,
     out_of_service,
     placement_nodes,
     pool_nodes,
@@ -74,7 +75,9 @@ class _Snapshot:
 class SlurmExecutor(ExecutorBase):
     """`ports.Executor` on Slurm. `partition`: only its nodes are looked at and jobs go there."""
 
-    traits = BackendTraits(name="slurm")
+    #: sbatch takes tens of milliseconds (a round trip to slurmctld, more on a busy one): one after
+    #: the other they would bound throughput; `find_attempt` finds a job by name after a crash.
+    traits = BackendTraits(name="slurm", concurrent_starts=8)
 
     def __init__(
         self,
@@ -110,6 +113,9 @@ class SlurmExecutor(ExecutorBase):
         #: Statuses already reported, so a second poll answers the same once Slurm forgets the job.
         self._ended: dict[str, ExitStatus] = {}
         self._teams_by_account: dict[str, str] = {}
+        self._wake: Callable[[], None] | None = None
+        self._watcher: threading.Thread | None = None
+        self._closing = threading.Event()
 
     # --- the cluster -----------------------------------------------------------------------------
 
@@ -157,7 +163,11 @@ class SlurmExecutor(ExecutorBase):
             )
 
     def _refresh(self, force: bool = False) -> _Snapshot:
-        """This round's jobs (one scontrol call per `refresh_s`), and the nodes every `inventory_s`."""
+        """This round's jobs (one squeue per `refresh_s`) and the nodes every `inventory_s` (caller
+        holds `_lock`). With the watcher running (`on_exit`), the last snapshot it took, at once: the
+        scheduler's cycle then never waits for Slurm's commands."""
+        if self._watcher is not None and not force and self._snapshot.taken_at > float("-inf"):
+            return self._snapshot
         now = time.monotonic()
         if now - self._inventory_at >= self.inventory_s:
             self._read_nodes()
@@ -169,6 +179,50 @@ class SlurmExecutor(ExecutorBase):
                 return self._snapshot
             self._snapshot = _Snapshot({j.job_id: j for j in jobs}, now)
         return self._snapshot
+
+    def on_exit(self, wake: Callable[[], None]) -> None:
+        """Watch Slurm in a thread of our own: one squeue per `refresh_s`, the nodes every
+        `inventory_s`; `wake` the scheduler when one of our jobs has ended or a node was lost."""
+        self._wake = wake
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch_loop, name="commons-slurm-watch", daemon=True)
+            self._watcher.start()
+
+    def close(self) -> None:
+        self._closing.set()
+
+    def _watch_loop(self) -> None:
+        while not self._closing.is_set():
+            started = time.monotonic()
+            try:
+                self._watch_once()
+            except Exception:  # never let the watcher die: the scheduler would go blind
+                log.exception("watching Slurm failed")
+            self._closing.wait(max(0.0, self.refresh_s - (time.monotonic() - started)))
+
+    def _watch_once(self) -> None:
+        if time.monotonic() - self._inventory_at >= self.inventory_s:
+            with self._lock:
+                self._read_nodes()
+        taken = time.monotonic()
+        try:
+            jobs = {j.job_id: j for j in self.client.watch()}
+        except (SlurmError, JobParseError) as exc:
+            log.warning("cannot read the Slurm jobs: %s", exc)
+            return
+        with self._lock:
+            before = self._snapshot.jobs
+            self._snapshot = _Snapshot(jobs, taken)
+            lost = self._lost_nodes
+        ended = any(
+            j.phase is JobPhase.ENDED
+            and ours(j) is not None
+            and (old := before.get(j.job_id)) is not None
+            and old.phase is not JobPhase.ENDED
+            for j in jobs.values()
+        ) or any(set(j.nodes) & lost for j in jobs.values() if ours(j) and j.phase is JobPhase.RUNNING)
+        if ended and self._wake is not None:
+            self._wake()
 
     # --- where -----------------------------------------------------------------------------------
 
@@ -256,6 +310,8 @@ class SlurmExecutor(ExecutorBase):
                 return self._ended[job_id]
             snapshot = self._refresh()
             if job_id not in snapshot.jobs and snapshot.taken_at < self._submitted.get(job_id, float("-inf")):
+                if self._watcher is not None:
+                    return None  # submitted after the last look: the watcher's next one lists it
                 snapshot = self._refresh(force=True)
             found = snapshot.jobs.get(job_id)
             if found is not None and found.phase is JobPhase.ENDED and found.exit is None:

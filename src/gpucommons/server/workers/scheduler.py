@@ -32,6 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -152,6 +153,8 @@ class Scheduler:
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
         #: The backend's nodes out of service at the last cycle (pool → node index → why).
         self._out_of_service: Mapping[str, Mapping[int, str]] = {}
+        #: Threads for `traits.concurrent_starts` (made on first use).
+        self._starter: ThreadPoolExecutor | None = None
         #: Cluster work we did not start (plain sbatch), as tasks (needs `next_seq` for their rows).
         self._foreign = ForeignWorkTracker(next_seq) if next_seq is not None else None
 
@@ -168,6 +171,10 @@ class Scheduler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._starter is not None:
+            # Starts in flight finish and are stored: an attempt must not run unrecorded.
+            self._starter.shutdown(wait=True)
+            self._starter = None
 
     @property
     def running(self) -> bool:
@@ -679,7 +686,15 @@ class Scheduler:
 
     def _launch_all(self, launches: list[Launch], failed: list[tuple[str, str]]) -> None:
         """Start each reserved attempt; store each handle before the next launch (or, with
-        `batch_starts`, for executors whose attempts die with the server, all at once)."""
+        `batch_starts`, for executors whose attempts die with the server, all at once).
+
+        A backend whose starts are slow remote calls (sbatch) may start `traits.concurrent_starts` at
+        once, in threads the cycle does not wait for: each handle is stored as soon as its start
+        returns, and an attempt a crash left started but unstored is found again by `find_attempt` at
+        recovery (the trait promises it)."""
+        if self.executor.traits.concurrent_starts > 1 and not self.batch_starts and launches:
+            self._launch_concurrently(launches)
+            launches = []
         started: list[tuple[Launch, Handle, float]] = []
         for launch in launches:
             try:
@@ -696,6 +711,26 @@ class Scheduler:
             with self.lock:
                 for task_id, reason in failed:
                     self._fail_start(task_id, self.clock.now(), reason)
+
+    def _launch_concurrently(self, launches: list[Launch]) -> None:
+        """Hand the starts to `concurrent_starts` threads and return: the cycle goes on (ends are
+        settled, stops escalated) while sbatch calls are in flight; each start is stored as soon as it
+        returns, under `lock`."""
+        if self._starter is None:
+            width = self.executor.traits.concurrent_starts
+            self._starter = ThreadPoolExecutor(width, thread_name_prefix="commons-start")
+        for launch in launches:
+            self._starter.submit(self._start_and_record, launch)
+
+    def _start_and_record(self, launch: Launch) -> None:
+        try:
+            handle = self._start(launch)
+        except Exception as exc:  # the executor says why; the task fails with that message
+            with self.lock:
+                self._fail_start(launch.task_id, self.clock.now(), str(exc))
+            return
+        with self.lock:
+            self._mark_running([(launch, handle, self.clock.now())])
 
     def _reserve(
         self, session: Session, row: TaskRow | None, admit: Admit, now: float
