@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.e2e.server.conftest import Platform
 
@@ -59,6 +60,25 @@ class SlurmPlatform(Platform):
         tasks = self.api("/api/v1/tasks?limit=10000")
         assert isinstance(tasks, list)
         return {str(t["id"]): str(t["state"]) for t in tasks}
+
+    def post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+        response = httpx.post(
+            self.url + path, json=body, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
+        )
+        response.raise_for_status()
+        return dict(response.json())
+
+    def submit_api(self, team: str, gpus: int, *command: str, checkpoint: str | None = None) -> str:
+        """What `commons submit` sends, without a CLI process (a second or more on a busy machine):
+        for the tasks a test needs in numbers; each test submits some through the CLI too."""
+        body: dict[str, object] = {"team": team, "gpus": gpus, "command": list(command)}
+        if checkpoint:
+            body["checkpoint"] = checkpoint
+        return str(self.post("/api/v1/tasks", body)["id"])
+
+    def queue_text(self) -> str:
+        """The pending tasks' reasons as the API gives them (what `commons queue` prints)."""
+        return str(self.api("/api/v1/queue"))
 
     def journal(self, path: Path) -> list[dict[str, object]]:
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

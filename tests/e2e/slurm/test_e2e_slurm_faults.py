@@ -42,10 +42,8 @@ def test_kill_9_mid_flight_and_restart_loses_nothing_runs_nothing_twice_and_the_
     p = slurm_platform(ONE_TEAM)
     journal = tmp_path / "journal.jsonl"
     # 6 tasks of 8 GPUs on 32: four run, two wait; 2.5 s to 4 s of work each.
-    tasks = [
-        p.submit("--team", "a", "--gpus", "8", "--", *p.task_script(journal, 25 + 5 * (i % 4)))
-        for i in range(6)
-    ]
+    tasks = [p.submit("--team", "a", "--gpus", "8", "--", *p.task_script(journal, 25))]
+    tasks += [p.submit_api("a", 8, *p.task_script(journal, 25 + 5 * (i % 4))) for i in range(1, 6)]
     p.wait(
         lambda: sum(1 for n in p.journal(journal) if n["event"] == "start") >= 4, what="four tasks to start"
     )
@@ -106,7 +104,7 @@ def test_a_killed_slurmd_takes_its_node_out_its_tasks_requeued_or_failed_and_the
                 "--",
                 *p.task_script(journal, 300, 0.1, 0.01),
             )
-            fragile = p.submit("--team", "a", "--gpus", "4", "--", *p.task_script(journal, 300))
+            fragile = p.submit_api("a", 4, *p.task_script(journal, 300))
             p.wait(
                 lambda: sum(1 for n in p.journal(journal) if n["event"] == "start") == 2, what="both to start"
             )
@@ -128,9 +126,10 @@ def test_a_killed_slurmd_takes_its_node_out_its_tasks_requeued_or_failed_and_the
             assert [n["restart"] for n in again] == [0, 1] and again[1]["node"] != node
 
             # 32 GPUs do not fit on three nodes: the queue says which node is out and why.
-            whole = p.submit("--team", "a", "--gpus", "32", "--", "true")
-            p.wait(lambda: node in p.cli("queue").stdout, timeout=20, what="the queue to name the node")
-            assert "out of service" in p.cli("queue").stdout
+            whole = p.submit_api("a", 32, "true")
+            p.wait(lambda: node in p.queue_text(), timeout=20, what="the queue to name the node")
+            queue = p.cli("queue").stdout
+            assert "out of service" in queue and node in queue, queue
             cluster.start_node(node)
             p.wait(lambda: p.states()[whole] == "succeeded", timeout=60, what="the node to come back")
             p.stop()

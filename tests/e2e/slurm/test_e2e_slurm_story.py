@@ -18,14 +18,18 @@ def test_borrowing_across_nodes_then_reclaim_with_sigterm_and_resume_from_the_ch
     p = slurm_platform()
     journal = tmp_path / "journal.jsonl"
     script = p.task_script(journal, 120, 0.1, 0.01)
-    a = [p.submit("--team", "a", "--gpus", "8", "--checkpoint", "on-signal", "--", *script) for _ in range(4)]
+    a = [p.submit("--team", "a", "--gpus", "8", "--checkpoint", "on-signal", "--", *script)]
+    a += [p.submit_api("a", 8, *script, checkpoint="on-signal") for _ in range(3)]
 
     def nodes_running_a() -> set[object]:
         return {n["node"] for n in p.journal(journal) if n["event"] == "start"}
 
     # Team a borrows b's idle 16 GPUs: its four 8-GPU tasks run on the four nodes at once.
     p.wait(lambda: nodes_running_a() == {"n1", "n2", "n3", "n4"}, what="a's tasks on every node")
-    b = [p.submit("--team", "b", "--gpus", "8", "--", "sh", "-c", "sleep 1") for _ in range(2)]
+    b = [
+        p.submit("--team", "b", "--gpus", "8", "--", "sh", "-c", "sleep 1"),
+        p.submit_api("b", 8, "sleep", "1"),
+    ]
     p.wait(
         lambda: {p.states()[t] for t in [*a, *b]} == {"succeeded"}, timeout=60, what="every task to succeed"
     )
