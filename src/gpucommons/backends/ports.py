@@ -55,6 +55,10 @@ class BackendTraits:
     #: is stored before the next start, so a crash never leaves a running attempt nobody knows.
     #: False for attempts that die with the server (timers): a cycle's starts are stored at once.
     attempts_outlive_server: bool = True
+    #: Attempts the scheduler may start at once. Above 1 only for a backend whose starts are slow
+    #: remote calls (sbatch) and whose `find_attempt` finds an attempt started but not yet stored, so
+    #: a crash in the middle of a batch of starts leaves no attempt unknown.
+    concurrent_starts: int = 1
 
 
 class LaunchError(RuntimeError):
@@ -86,6 +90,11 @@ class Launch:
     gpu_indices: tuple[int, ...] = ()
     #: Unix account to run as (only when the server runs as root); None = the server's own user.
     run_as: str | None = None
+    #: The pool the engine placed the attempt in, and where: (node index in the pool, GPUs on that
+    #: node) per node. A backend that starts work on named machines (Slurm: `--nodelist`,
+    #: `--gres=gpu:N`) needs the nodes, not only the pool-wide GPU numbers of `gpu_indices`.
+    pool: str = ""
+    placement: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +115,16 @@ class ExitStatus:
 
     code: int | None
     signal: int | None = None
+    #: When the attempt ended, if the backend knows it better than "now" (a Slurm job's EndTime):
+    #: an attempt that ended while the server was down is then charged up to its real end.
+    ended_at: float | None = None
+    #: Why the attempt's work was lost to the machine (its node failed), not to the task: the task is
+    #: requeued if it declared a checkpoint, failed otherwise. None: the attempt ended by itself.
+    lost: str | None = None
 
     @property
     def succeeded(self) -> bool:
-        return self.code == 0
+        return self.code == 0 and self.lost is None
 
 
 class Executor(Protocol):
@@ -155,6 +170,29 @@ class Executor(Protocol):
         """After a crash: the attempt of `task_id` that was started but never recorded (the server
         died between the launch and storing its handle), if the backend can find it; None: none."""
 
+    def out_of_service(self) -> Mapping[str, Mapping[int, str]]:
+        """Nodes that may take no new work now, by pool: node index (as the engine numbers the
+        pool's nodes) → why (`n2 down`). Empty when every node is usable, or the backend cannot tell."""
+
+    def foreign_work(self) -> tuple[ForeignWork, ...]:
+        """Work on the cluster that GPU Commons did not start (plain `sbatch` jobs): it holds GPUs the
+        engine must count. Empty when the backend runs everything itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignWork:
+    """A job someone started on the cluster directly: running, unpreemptible usage of `team`."""
+
+    #: The cluster's id for it (`slurm:1234`), stable while it runs.
+    ref: str
+    team: str
+    pool: str
+    #: (node index in the pool, GPUs on that node) per node.
+    placement: tuple[tuple[int, int], ...]
+    started_at: float
+    name: str = ""
+    user: str = ""
+
 
 class ExecutorBase:
     """Defaults for `Executor`'s optional parts: no preparation, devices numbered as the engine
@@ -179,6 +217,12 @@ class ExecutorBase:
 
     def find_attempt(self, task_id: str) -> Handle | None:
         return None
+
+    def out_of_service(self) -> Mapping[str, Mapping[int, str]]:
+        return {}
+
+    def foreign_work(self) -> tuple[ForeignWork, ...]:
+        return ()
 
 
 class Clock(Protocol):

@@ -114,7 +114,8 @@ def up(
         str | None,
         typer.Option(
             "--backend",
-            help="Where tasks run: local (this machine) or kubernetes (Jobs that Kueue admits).",
+            help="Where tasks run: local (this machine), slurm (jobs on a Slurm cluster) or kubernetes "
+            "(Jobs that Kueue admits).",
             show_default="local, or $COMMONS_BACKEND",
         ),
     ] = None,
@@ -140,6 +141,18 @@ def up(
             help="Kubernetes: apply the policy's namespaces and Kueue objects at start and on policy apply.",
         ),
     ] = False,
+    slurm_conf: Annotated[
+        Path | None,
+        typer.Option(
+            "--slurm-conf",
+            help="Slurm: the cluster's slurm.conf.",
+            show_default="$SLURM_CONF, else Slurm's default",
+        ),
+    ] = None,
+    partition: Annotated[
+        str | None,
+        typer.Option("--partition", help="Slurm: govern only this partition's nodes and submit to it."),
+    ] = None,
     public_url: Annotated[
         str | None,
         typer.Option("--public-url", help="The URL tasks reach this server at (default: http://HOST:PORT)."),
@@ -161,8 +174,11 @@ def up(
     if executor not in ("local", "timer"):
         raise fail(f"--executor must be local or timer, not {executor!r}")
     backend = backend or env.backend
-    if backend not in ("local", "kubernetes"):
-        raise fail(f"--backend must be local or kubernetes, not {backend!r}")
+    if backend not in ("local", "slurm", "kubernetes"):
+        raise fail(f"--backend must be local, slurm or kubernetes, not {backend!r}")
+    slurm_conf = slurm_conf or env.slurm_conf
+    if backend == "slurm" and slurm_conf is not None and not slurm_conf.is_file():
+        raise fail(f"--slurm-conf {slurm_conf} is not a file")
     host = host or env.host
     port = port or env.port
     tick = tick or env.scheduler_tick_s
@@ -188,6 +204,8 @@ def up(
             "default_image": image or env.default_image,
             "apply_policy": apply_policy or env.apply_policy,
             "public_url": public_url or env.public_url,
+            "slurm_conf": slurm_conf.resolve() if slurm_conf else None,
+            "slurm_partition": partition or env.slurm_partition,
         }
     )
     import logging

@@ -22,6 +22,9 @@ from gpucommons.engine.types import NodeSlice
 
 #: The partition that holds every node not given to a dedicated team.
 SHARED = ""
+#: Prefix of the partition a node out of service is moved to (its own partition follows): no team
+#: places there, and the node's held GPUs stay accounted until their tasks end.
+OUT_OF_SERVICE = "\0out-of-service:"
 
 
 class PlacementError(ValueError):
@@ -46,6 +49,19 @@ class PoolNodes:
             b = [[] for _ in range(self.gpus_per_node + 1)]
             self.buckets[part] = b
         return b
+
+    def set_out_of_service(self, nodes: frozenset[int]) -> None:
+        """Exactly `nodes` take no new work (a backend says they are down or drained); indices
+        outside the pool are ignored. Their tasks keep their GPUs until they end."""
+        for node, part in enumerate(self.owner):
+            blocked = part.startswith(OUT_OF_SERVICE)
+            if (node in nodes) == blocked:
+                continue
+            count = self.free_mask[node].bit_count()
+            bucket = self._bucket(part)[count]
+            del bucket[bisect_left(bucket, node)]
+            self.owner[node] = part.removeprefix(OUT_OF_SERVICE) if blocked else OUT_OF_SERVICE + part
+            insort(self._bucket(self.owner[node])[count], node)
 
     def free_count(self, node: int) -> int:
         return self.free_mask[node].bit_count()
@@ -179,6 +195,10 @@ class NodeMap:
     def give_back(self, pool: str, placement: tuple[NodeSlice, ...]) -> None:
         if placement and pool in self.pools:
             self.pools[pool].give_back(placement)
+
+    def set_out_of_service(self, pool: str, nodes: frozenset[int]) -> None:
+        if pool in self.pools:
+            self.pools[pool].set_out_of_service(nodes)
 
     def partition_capacity(self, team: str, pool: str) -> int:
         """GPUs on the nodes the team may land on in the pool (its own nodes if dedicated)."""

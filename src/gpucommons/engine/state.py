@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from gpucommons.domain.model import Policy, PriorityClass
 from gpucommons.domain.resources import ZERO, Resources
-from gpucommons.engine.placement import NodeMap
+from gpucommons.engine.placement import OUT_OF_SERVICE, NodeMap
 from gpucommons.engine.quota import QuotaTree
 from gpucommons.engine.types import Admission, RunningTask, TaskRequest
 
@@ -59,6 +59,8 @@ class ClusterState:
         self._spend: dict[str, int] = {}
         self._decayed: dict[str, tuple[float, float, float]] = {}
         self._decayed_at: float | None = None
+        #: Pool → nodes that take no new work (a backend's inventory: down, drained).
+        self._out_of_service: dict[str, frozenset[int]] = {}
         self.policy = policy
         self._build(policy)
 
@@ -78,10 +80,25 @@ class ClusterState:
             # A policy with fewer nodes: the task keeps running, unplaced.
             with contextlib.suppress(ValueError):
                 self.nodes.take(rt.admission.pool, rt.admission.placement)
+        for pool, nodes in self._out_of_service.items():
+            self.nodes.set_out_of_service(pool, nodes)
 
     def set_policy(self, policy: Policy) -> None:
         """Switch to a new policy. Running tasks keep running; their usage is re-counted under it."""
         self._build(policy)
+
+    def set_out_of_service(self, pool: str, nodes: frozenset[int]) -> None:
+        """Exactly `nodes` of `pool` take no new work until called again without them (a node that
+        is down or drained). Tasks on them keep their GPUs until they end; quotas are unchanged, so a
+        task that would fit but for these nodes waits with `no_node_fits`."""
+        if nodes:
+            self._out_of_service[pool] = frozenset(nodes)
+        else:
+            self._out_of_service.pop(pool, None)
+        self.nodes.set_out_of_service(pool, frozenset(nodes))
+
+    def out_of_service(self, pool: str) -> frozenset[int]:
+        return self._out_of_service.get(pool, frozenset())
 
     def priority_class(self, name: str) -> PriorityClass | None:
         return self._classes.get(name)
@@ -343,7 +360,7 @@ class ClusterState:
         nodes = self.nodes.pools.get(pool)
         if nodes is None:
             return 0
-        return sum(nodes.free_in(part) for part in nodes.buckets)
+        return sum(nodes.free_in(part) for part in nodes.buckets if not part.startswith(OUT_OF_SERVICE))
 
     def team_spend(self, team: str) -> int:
         return self._spend.get(team, 0)
@@ -382,4 +399,5 @@ class ClusterState:
             tuple(sorted(self._preemptions.items())),
             tuple(sorted(self._spend.items())),
             tuple(sorted(self._decayed.items())),
+            tuple(sorted(self._out_of_service.items())),
         )

@@ -91,6 +91,7 @@ def build_context(
             hooks=metrics,
             shared_store=sharing is Sharing.SHARED,
             standby=settings.run_scheduler,
+            next_seq=seq.next,
         )
         executor.on_exit(scheduler.wake)
         worker, traits, mirror = scheduler, executor.traits, scheduler.mirror

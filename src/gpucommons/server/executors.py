@@ -1,4 +1,5 @@
-"""Which backend runs tasks: real processes (`local`), or in-process timers for benchmarks (`timer`).
+"""Which backend runs tasks: real processes (`local`), Slurm jobs (`slurm`), or in-process timers for
+benchmarks (`timer`).
 
 `make_executor` is the one place that names the engine-admitted backends: the app factory asks it for
 an `Executor` and from then on reads only the port (`backends.ports`).
@@ -169,10 +170,39 @@ def grant_key(settings: Settings) -> bytes:
     return path.read_text().strip().encode()
 
 
+def make_slurm_executor(settings: Settings) -> Executor:
+    """`--backend slurm`: Slurm's client commands against `--slurm-conf` (else $SLURM_CONF); the
+    controller must answer now, or the server does not start."""
+    import os
+    from pathlib import Path
+
+    from gpucommons.backends.local.accounts import IsolationMode, TeamAccounts
+    from gpucommons.backends.slurm.client import SlurmClient, SlurmError
+    from gpucommons.backends.slurm.executor import SlurmExecutor
+
+    conf = settings.slurm_conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
+    client = SlurmClient(conf)
+    # Team accounts only when asked (COMMONS_ISOLATION=accounts): they must exist with the same uid on
+    # every node, which this host cannot create for the cluster as it does for itself.
+    accounts = (
+        TeamAccounts(settings.home, mode=IsolationMode.ACCOUNTS) if settings.isolation == "accounts" else None
+    )
+    executor = SlurmExecutor(
+        client, partition=settings.slurm_partition, accounts=accounts, log_dir=settings.home / "logs"
+    )
+    try:
+        executor.check()
+    except SlurmError as exc:
+        raise BackendSetupError(f"{exc} (slurm.conf: {client.slurm_conf})") from None
+    return executor
+
+
 def make_executor(settings: Settings, clock: Clock) -> Executor:
     """The backend `settings.executor` names, wired to this machine (accounts, GPU inventory)."""
     if settings.executor == "timer":
         return TimerExecutor(clock)
+    if settings.backend == "slurm":
+        return make_slurm_executor(settings)
     from gpucommons.backends.local import LocalExecutor
     from gpucommons.backends.local.accounts import TeamAccounts
     from gpucommons.backends.local.inventory import discover_inventory

@@ -29,9 +29,14 @@ class Settings(BaseSettings):
     #: `local` runs tasks as real processes; `timer` fakes each `sleep N` task with an in-process
     #: timer (for benchmarks of the control plane alone).
     executor: Literal["local", "timer"] = "local"
-    #: Where tasks run: `local` (this machine; our engine admits) or `kubernetes` (Jobs on a cluster
-    #: where Kueue admits; needs PostgreSQL).
-    backend: Literal["local", "kubernetes"] = "local"
+    #: Where tasks run: `local` (this machine; our engine admits), `slurm` (jobs on a Slurm cluster;
+    #: our engine admits and places) or `kubernetes` (Jobs on a cluster where Kueue admits; needs
+    #: PostgreSQL).
+    backend: Literal["local", "slurm", "kubernetes"] = "local"
+    #: Slurm: the cluster's slurm.conf (default: $SLURM_CONF, else Slurm's own default).
+    slurm_conf: Path | None = None
+    #: Slurm: only this partition's nodes are governed, and jobs are submitted to it.
+    slurm_partition: str | None = None
     #: Kubernetes: the kubeconfig and context (default: $KUBECONFIG, ~/.kube/config, or the pod's
     #: service account in a cluster).
     kubeconfig: Path | None = None

@@ -138,3 +138,20 @@ def test_min_running_priority_follows_admissions_and_departures() -> None:
     assert state.min_running_priority("nlp") == 900
     state.finish("high", now=4)
     assert state.min_running_priority("nlp") is None and state.min_running_priority("cv") is None
+
+
+def test_nodes_out_of_service_take_no_new_work_and_come_back() -> None:
+    state = ClusterState(_policy())
+    state.add_pending(T("on1").team("cv").gpus(8).seq(1).obj())
+    state.admit("on1", Admission("h100", (NodeSlice(1, tuple(range(8, 16))),)), now=1)
+    state.set_out_of_service("h100", frozenset({0}))
+    assert state.free_gpus("h100") == 0 and state.out_of_service("h100") == {0}
+    assert state.nodes.find("nlp", "h100", 1) is None
+    # The task on the other node ends: its node is free again; node 0 still takes nothing.
+    state.finish("on1", now=2)
+    assert state.nodes.find("nlp", "h100", 8) == (NodeSlice(1, tuple(range(8, 16))),)
+    # A new policy keeps the nodes out of service; the backend's all-clear brings node 0 back.
+    state.set_policy(_policy())
+    assert state.free_gpus("h100") == 8
+    state.set_out_of_service("h100", frozenset())
+    assert state.free_gpus("h100") == 16 and state.nodes.find("nlp", "h100", 16) is not None

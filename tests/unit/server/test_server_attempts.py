@@ -45,6 +45,19 @@ def row(**fields: object) -> TaskRow:
         ({"stop_reason": "preempted"}, ExitStatus(0), (TaskState.PENDING, EndReason.PREEMPTED)),
         ({"stop_reason": "preempted"}, ExitStatus(None, 9), (TaskState.PENDING, EndReason.PREEMPTED)),
         ({"stop_reason": "max_runtime"}, ExitStatus(0), (TaskState.FAILED, EndReason.FAILED)),
+        # A node lost the work: what can resume is requeued, what cannot fails; a stop we asked for wins.
+        (
+            {"checkpoint_mode": "on-signal"},
+            ExitStatus(None, 9, lost="n2 down"),
+            (TaskState.PENDING, EndReason.PREEMPTED),
+        ),
+        ({}, ExitStatus(None, 9, lost="n2 down"), (TaskState.FAILED, EndReason.FAILED)),
+        ({}, ExitStatus(0, lost="n2 down"), (TaskState.FAILED, EndReason.FAILED)),
+        (
+            {"stop_reason": "preempted"},
+            ExitStatus(None, 9, lost="n2 down"),
+            (TaskState.PENDING, EndReason.PREEMPTED),
+        ),
         (
             {"cancel_requested": True, "stop_reason": "preempted"},
             ExitStatus(0),
@@ -136,3 +149,27 @@ def test_timer_executor_signals_end_the_task_now() -> None:
     assert executor.poll(killed) == ExitStatus(code=None, signal=signal.SIGKILL)
     executor.release(killed)
     assert not executor.is_alive(killed)  # forgotten attempts count as gone
+
+
+def test_the_end_time_a_backend_reports_wins_over_now_but_never_precedes_the_start() -> None:
+    from gpucommons.backends.ports import Handle
+    from gpucommons.server.workers.attempts import ended_at
+
+    handle = Handle("t1", 7, "slurm:7:1")
+    assert ended_at(handle, 200.0, 100.0, ExitStatus(0, ended_at=150.0)) == 150.0
+    assert ended_at(handle, 200.0, 100.0, ExitStatus(0, ended_at=90.0)) == 100.0
+    assert ended_at(handle, 200.0, 100.0, ExitStatus(0)) == 200.0
+
+
+def test_the_queue_names_the_nodes_out_of_service_where_a_task_waits_for_a_node() -> None:
+    from gpucommons.engine.types import Pending, PendingCode
+    from gpucommons.server.workers.attempts import with_out_of_service
+
+    pending = {
+        "a": Pending(PendingCode.NO_NODE_FITS, "no node has 8 free GPUs"),
+        "b": Pending(PendingCode.QUOTA_EXHAUSTED, "at quota"),
+    }
+    out = with_out_of_service(pending, {"gpu": {2: "n3 down: Not responding"}})
+    assert out["a"].message == "no node has 8 free GPUs; out of service: n3 down: Not responding"
+    assert out["b"] == pending["b"]
+    assert with_out_of_service(pending, {}) == pending

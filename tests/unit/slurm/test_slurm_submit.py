@@ -17,6 +17,7 @@ from gpucommons.backends.slurm.submit import (
     job_name,
     parse_job_name,
     parse_sbatch_output,
+    sbatch_environment,
     signal_command,
     task_environment,
 )
@@ -51,7 +52,8 @@ def test_a_single_node_task_is_one_job_on_exactly_its_node_with_its_gpus() -> No
     assert f["job-name"] == "gpucommons:t0a1b2c3d4e:2"
     assert f["output"] == "/shared/logs/t0a1b2c3d4e-2.out" and command.output_path == Path(f["output"])
     assert "no-requeue" in f and "parsable" in f
-    assert f["export"] == "PATH,LANG,LANGUAGE,TZ"
+    # ALL of sbatch's own environment, which the client reduces to `sbatch_environment`.
+    assert f["export"] == "ALL" and "open-mode" not in f
     assert f["chdir"] == "/shared/nlp"
     # The batch step is the task itself.
     assert command.script.splitlines()[-1] == "exec python3 train.py --lr 3e-4"
@@ -84,8 +86,27 @@ def test_the_environment_is_exported_by_the_script_quoted_and_never_cuda_visible
 
 def test_an_own_path_replaces_the_exported_one() -> None:
     command = build_sbatch(submission(path="/opt/conda/bin:/usr/bin"))
-    assert flags(command.argv)["export"] == "LANG,LANGUAGE,TZ"
+    assert flags(command.argv)["export"] == "ALL"
     assert "export PATH=/opt/conda/bin:/usr/bin" in command.script
+
+
+def test_sbatch_runs_with_only_what_a_task_may_inherit() -> None:
+    server = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "SLURM_CONF": "/etc/slurm.conf"}
+    server |= {"COMMONS_DATABASE_URL": "postgresql://u:secret@db/x", "COMMONS_TOKEN": "t"}
+    assert sbatch_environment(server) == {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "SLURM_CONF": "/etc/slurm.conf",
+    }
+    assert sbatch_environment(server, "/opt/bin")["PATH"] == "/opt/bin"
+
+
+def test_an_output_file_of_the_task_is_appended_to() -> None:
+    command = build_sbatch(submission(output=Path("/home/commons/logs/t0a1b2c3d4e.log")))
+    f = flags(command.argv)
+    assert f["output"] == "/home/commons/logs/t0a1b2c3d4e.log" and f["open-mode"] == "append"
+    assert command.output_path == Path("/home/commons/logs/t0a1b2c3d4e.log")
 
 
 def test_partition_qos_memory_and_time_limit_when_given() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpucommons.backends.slurm.jobs import (
     SACCT_FIELDS,
+    WATCH_FIELDS,
     SlurmJob,
     parse_sacct,
     parse_scontrol_jobs,
@@ -34,6 +35,7 @@ from gpucommons.backends.slurm.submit import (
     build_sbatch,
     cancel_command,
     parse_sbatch_output,
+    sbatch_environment,
     signal_command,
 )
 
@@ -97,8 +99,15 @@ class SlurmClient:
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None) -> str:
-        """Run one command; its standard output, or SlurmError."""
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Run one command (with `env`, else the client's environment); its output, or SlurmError."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         if self._conf is not None and not self._conf.is_file():
             raise SlurmError(
@@ -106,7 +115,12 @@ class SlurmClient:
             )
         try:
             done = subprocess.run(
-                list(argv), input=input, capture_output=True, text=True, env=self.env, timeout=timeout
+                list(argv),
+                input=input,
+                capture_output=True,
+                text=True,
+                env=dict(self.env if env is None else env),
+                timeout=timeout,
             )
         except FileNotFoundError:
             package = _PACKAGES.get(argv[0], "slurm-client")
@@ -159,6 +173,12 @@ class SlurmClient:
             argv.append(f"--partition={partition}")
         return parse_squeue(self.run(argv))
 
+    def watch(self) -> tuple[SlurmJob, ...]:
+        """Every job the controller remembers, ended ones included, in one cheap call (squeue
+        `--states=all`, `WATCH_FIELDS`); exit codes only for COMPLETED jobs (ask `job()` for others)."""
+        argv = ["squeue", "--noheader", "--all", "--states=all", f"--Format={squeue_format(WATCH_FIELDS)}"]
+        return parse_squeue(self.run(argv), WATCH_FIELDS)
+
     def accounting(self, job_ids: Sequence[str]) -> tuple[SlurmJob, ...]:
         """The jobs as slurmdbd recorded them (needs accounting; rows lag the controller by a second
         or two)."""
@@ -177,7 +197,8 @@ class SlurmClient:
 
     def submit(self, submission: SlurmSubmission) -> SubmittedJob:
         command = build_sbatch(submission)
-        job_id = parse_sbatch_output(self.run(command.argv, input=command.script))
+        env = sbatch_environment(self.env, submission.path)
+        job_id = parse_sbatch_output(self.run(command.argv, input=command.script, env=env))
         return SubmittedJob(job_id, command.job_name, command.output_path)
 
     def signal(self, job_id: str, signal: str, *, multi_node: bool) -> bool:

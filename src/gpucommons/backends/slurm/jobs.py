@@ -236,22 +236,29 @@ SQUEUE_FIELDS = (
 )
 
 
-def squeue_format() -> str:
+#: What the executor watches every round (`squeue --states=all`: ended jobs too, for MinJobAge): the
+#: same, with each job's end time. Cheaper than `scontrol show job` for every job (a tenth of the
+#: text); the exit code, which squeue does not print, is asked of scontrol only for jobs that ended
+#: other than COMPLETED (which means exit code 0).
+WATCH_FIELDS = (*SQUEUE_FIELDS[:-1], "EndTime", "Name")
+
+
+def squeue_format(fields: Sequence[str] = SQUEUE_FIELDS) -> str:
     """The `--Format` argument: every field with a `|` suffix and no width (so nothing is cut)."""
-    return ",".join(f"{name}:|" for name in SQUEUE_FIELDS)
+    return ",".join(f"{name}:|" for name in fields)
 
 
-def parse_squeue(text: str) -> tuple[SlurmJob, ...]:
-    """`squeue --noheader --Format=<squeue_format()>` → its jobs."""
+def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> tuple[SlurmJob, ...]:
+    """`squeue --noheader --Format=<squeue_format(fields)>` → its jobs (`fields` must end with Name)."""
     jobs = []
-    count = len(SQUEUE_FIELDS)
+    count = len(fields)
     for line in text.splitlines():
         if not line.strip():
             continue
         cells = line.split("|", count - 1)
         if len(cells) != count:
             raise JobParseError(f"squeue line {line!r} does not have {count} '|'-separated fields")
-        row = dict(zip(SQUEUE_FIELDS, cells, strict=True))
+        row = dict(zip(fields, cells, strict=True))
         row["Name"] = row["Name"].removesuffix("|")
         job_id = row["JobID"].strip()
         try:
@@ -276,6 +283,9 @@ def parse_squeue(text: str) -> tuple[SlurmJob, ...]:
                     ),
                     submit_time=parse_time(row["SubmitTime"]),
                     start_time=None if phase is JobPhase.PENDING else parse_time(row["StartTime"]),
+                    end_time=parse_time(row.get("EndTime")) if phase is JobPhase.ENDED else None,
+                    # COMPLETED is Slurm's word for "every step exited 0".
+                    exit=SlurmExit(0, 0) if _state_word(row["State"]) == "COMPLETED" else None,
                 )
             )
         except (HostlistError, TresError, JobParseError) as exc:

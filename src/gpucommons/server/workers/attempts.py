@@ -8,13 +8,14 @@ way the simulator does (seq = global submission sequence, queued_at = when it (r
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpucommons.backends.ports import ExitStatus, Handle
 from gpucommons.domain.model import Policy
 from gpucommons.domain.resources import Resources
 from gpucommons.domain.task import CheckpointMode, TaskState
-from gpucommons.engine.types import Admission, NodeSlice, TaskRequest
+from gpucommons.engine.types import Admission, NodeSlice, Pending, PendingCode, TaskRequest
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at
 from gpucommons.store.models import TaskRow
@@ -25,6 +26,8 @@ def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
         preemptible = policy.priority_class(row.priority_class).preemptible
     except KeyError:  # the class left the policy: treat the task as an ordinary preemptible one
         preemptible = True
+    # Work someone started on the cluster directly is usage we see, not a process we may stop.
+    preemptible = preemptible and row.origin != "cluster"
     return TaskRequest(
         id=row.id,
         team=row.team,
@@ -70,6 +73,11 @@ def outcome(row: TaskRow, status: ExitStatus) -> tuple[TaskState, EndReason, str
         return TaskState.CANCELLED, EndReason.CANCELLED, f"cancelled; the process ended with {how}"
     if row.stop_reason == "preempted":
         return TaskState.PENDING, EndReason.PREEMPTED, f"preempted; the process ended with {how}; requeued"
+    if status.lost is not None and row.stop_reason is None:
+        # The machine lost the work (a node failed): requeue what can resume, fail what cannot.
+        if row.checkpoint_mode != CheckpointMode.NONE.value:
+            return TaskState.PENDING, EndReason.PREEMPTED, f"{status.lost}; requeued"
+        return TaskState.FAILED, EndReason.FAILED, f"{status.lost}; failed (the task declared no checkpoint)"
     if row.stop_reason == "max_runtime":
         return TaskState.FAILED, EndReason.FAILED, f"stopped at its class's max_runtime ({how})"
     if status.succeeded:
@@ -96,11 +104,13 @@ def admitted_order(row: TaskRow) -> tuple[float, int]:
     return (row.admitted_at or row.queued_at, row.seq)
 
 
-def ended_at(handle: Handle, now: float, started_at: float | None) -> float:
-    """When the attempt ended: its exit file's time if there is one (exact even after a server
-    restart), else now."""
+def ended_at(handle: Handle, now: float, started_at: float | None, status: ExitStatus | None = None) -> float:
+    """When the attempt ended: the time the backend reports, else its exit file's time if there is
+    one (both exact even after a server restart), else now."""
     at = now
-    if handle.exit_file is not None:
+    if status is not None and status.ended_at is not None:
+        at = min(now, status.ended_at)
+    elif handle.exit_file is not None:
         with contextlib.suppress(OSError):
             at = min(now, handle.exit_file.stat().st_mtime)
     if started_at is not None:
@@ -125,3 +135,19 @@ def clear_attempt(row: TaskRow, keep_placement: bool = False) -> None:
     row.killed_at = None
     row.preempted_by = None
     row.cancel_requested = row.cancel_requested and keep_placement
+
+
+def with_out_of_service(
+    pending: Mapping[str, Pending], out_of_service: Mapping[str, Mapping[int, str]]
+) -> dict[str, Pending]:
+    """The engine's reasons, where a task waits for a node, completed with the nodes out of service
+    (`commons queue`: "... ; out of service: n2 down"), so a person sees why the cluster shrank."""
+    notes = "; ".join(why for nodes in out_of_service.values() for _, why in sorted(nodes.items()))
+    if not notes:
+        return dict(pending)
+    return {
+        task_id: Pending(p.code, f"{p.message}; out of service: {notes}")
+        if p.code is PendingCode.NO_NODE_FITS
+        else p
+        for task_id, p in pending.items()
+    }

@@ -62,4 +62,6 @@ class LaunchBuilder:
             log_path=log_path,
             gpu_indices=devices,
             run_as=run_as,
+            pool=row.assigned_pool or "",
+            placement=tuple((int(node), len(idx)) for node, idx in (row.placement or [])),
         )

@@ -32,6 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -68,7 +69,9 @@ from gpucommons.server.workers.attempts import (
     outcome,
     pool_gpu_indices,
     task_request,
+    with_out_of_service,
 )
+from gpucommons.server.workers.foreign import ForeignWorkTracker
 from gpucommons.server.workers.launching import LaunchBuilder
 from gpucommons.server.workers.outputs import CycleStats, SchedulerHooks, UsageView
 from gpucommons.store.db import Database
@@ -99,6 +102,7 @@ class Scheduler:
         reconcile_s: float = 2.0,
         intake_patience_s: float = 10.0,
         standby: bool = False,
+        next_seq: Callable[[Session], int] | None = None,
     ) -> None:
         self.db = db
         self._policy_source = policy
@@ -147,6 +151,12 @@ class Scheduler:
         self._settled: list[Handle] = []
         #: Open ledger intervals of the attempts being settled, read in one query per cycle.
         self._intervals: dict[str, list[UsageIntervalRow]] = {}
+        #: The backend's nodes out of service at the last cycle (pool → node index → why).
+        self._out_of_service: Mapping[str, Mapping[int, str]] = {}
+        #: Threads for `traits.concurrent_starts` (made on first use).
+        self._starter: ThreadPoolExecutor | None = None
+        #: Cluster work we did not start (plain sbatch), as tasks (needs `next_seq` for their rows).
+        self._foreign = ForeignWorkTracker(next_seq) if next_seq is not None else None
 
     # --- lifecycle of the worker ----------------------------------------------------------------
 
@@ -161,6 +171,10 @@ class Scheduler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._starter is not None:
+            # Starts in flight finish and are stored: an attempt must not run unrecorded.
+            self._starter.shutdown(wait=True)
+            self._starter = None
 
     @property
     def running(self) -> bool:
@@ -226,6 +240,8 @@ class Scheduler:
                     if row.preemptions:
                         state.set_preemption_count(row.id, row.preemptions)
                 self._handles = {r.id: h for r in live if (h := handle_of(r)) is not None}
+                if self._foreign is not None:
+                    self._foreign.load(session)
                 if self.shared_store:
                     top = session.scalar(select(func.max(TaskRow.seq))) or 0
                     self._intake = SeqWatermark(max(0, top - INTAKE_LOOKBACK), self._intake.patience_s)
@@ -292,12 +308,13 @@ class Scheduler:
         with self.lock:
             now = self.clock.now()
             self._take_policy()
+            self._take_inventory()
             self._take_inbox()
             if self.shared_store:
                 self._take_stored()
             stats.ended = self._watch(now)
             decisions = decide(self.state, now, self.config)
-            self.pending = dict(decisions.pending)
+            self.pending = with_out_of_service(decisions.pending, self._out_of_service)
             for preempt in decisions.preempt:
                 stats.preempted += self._preempt(preempt, now)
             launches, failed = self._reserve_all(decisions.admit, now)
@@ -326,6 +343,23 @@ class Scheduler:
             self.state.set_policy(policy)
             self.policy, self._policy_version = policy, version
             self.executor.use_policy(policy)
+
+    def _take_inventory(self) -> None:
+        """Nodes the backend reports out of service (down, drained) take no new work; the queue
+        says which and why; work started on the cluster without us is taken in (`foreign`) (caller
+        holds `lock`). A no-op for backends that report neither."""
+        out: Mapping[str, Mapping[int, str]] = self.executor.out_of_service()
+        if self._foreign is not None:
+            work = self.executor.foreign_work()
+            if work or self._foreign.known:
+                with self.db.session() as session:
+                    unowned = self._foreign.sync(session, self.state, self.policy, work, self.clock.now())
+                out = {p: {**out.get(p, {}), **unowned.get(p, {})} for p in {*out, *unowned}}
+        for pool in self.policy.pools:
+            nodes = frozenset(out.get(pool.name, {}))
+            if nodes != self.state.out_of_service(pool.name):
+                self.state.set_out_of_service(pool.name, nodes)
+        self._out_of_service = out
 
     def _take_inbox(self) -> None:
         if not self._inbox:
@@ -523,7 +557,7 @@ class Scheduler:
     # --- an attempt ended ------------------------------------------------------------------------
 
     def _settle(self, session: Session, row: TaskRow, handle: Handle, status: ExitStatus, now: float) -> None:
-        at = ended_at(handle, now, row.started_at)
+        at = ended_at(handle, now, row.started_at, status)
         new_state, reason, message = outcome(row, status)
         lost = lost_gpu_seconds(row, at) if reason is EndReason.PREEMPTED else 0.0
         self._release_resources(session, row, at, reason, lost)
@@ -652,7 +686,15 @@ class Scheduler:
 
     def _launch_all(self, launches: list[Launch], failed: list[tuple[str, str]]) -> None:
         """Start each reserved attempt; store each handle before the next launch (or, with
-        `batch_starts`, for executors whose attempts die with the server, all at once)."""
+        `batch_starts`, for executors whose attempts die with the server, all at once).
+
+        A backend whose starts are slow remote calls (sbatch) may start `traits.concurrent_starts` at
+        once, in threads the cycle does not wait for: each handle is stored as soon as its start
+        returns, and an attempt a crash left started but unstored is found again by `find_attempt` at
+        recovery (the trait promises it)."""
+        if self.executor.traits.concurrent_starts > 1 and not self.batch_starts and launches:
+            self._launch_concurrently(launches)
+            launches = []
         started: list[tuple[Launch, Handle, float]] = []
         for launch in launches:
             try:
@@ -669,6 +711,26 @@ class Scheduler:
             with self.lock:
                 for task_id, reason in failed:
                     self._fail_start(task_id, self.clock.now(), reason)
+
+    def _launch_concurrently(self, launches: list[Launch]) -> None:
+        """Hand the starts to `concurrent_starts` threads and return: the cycle goes on (ends are
+        settled, stops escalated) while sbatch calls are in flight; each start is stored as soon as it
+        returns, under `lock`."""
+        if self._starter is None:
+            width = self.executor.traits.concurrent_starts
+            self._starter = ThreadPoolExecutor(width, thread_name_prefix="commons-start")
+        for launch in launches:
+            self._starter.submit(self._start_and_record, launch)
+
+    def _start_and_record(self, launch: Launch) -> None:
+        try:
+            handle = self._start(launch)
+        except Exception as exc:  # the executor says why; the task fails with that message
+            with self.lock:
+                self._fail_start(launch.task_id, self.clock.now(), str(exc))
+            return
+        with self.lock:
+            self._mark_running([(launch, handle, self.clock.now())])
 
     def _reserve(
         self, session: Session, row: TaskRow | None, admit: Admit, now: float
