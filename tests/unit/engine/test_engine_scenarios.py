@@ -611,6 +611,33 @@ SCENARIOS = [
         preempt={"a1": PreemptReason.WITHIN_TEAM},
         config=KUEUE,
     ),
+    Scenario(
+        # Kueue flavorassigner.go isPreferred (BorrowingOverPreemption, the default): with the same
+        # preemption mode in both pools, the lower borrowing level after preemption wins, here the
+        # second pool, where the preemptor ends within nominal quota.
+        "equal_preemption_modes_prefer_the_pool_that_borrows_least_after_preemption",
+        lambda: (
+            make_state(
+                make_policy()
+                .pool("ondemand", nodes=2, gpus_per_node=8)
+                .pool("spot", nodes=2, gpus_per_node=8)
+                .team("alpha", ondemand=8, within_team="lower_priority")
+                .quota("spot", 8)
+                .team("beta", ondemand=8)
+                .quota("spot", 8)
+                .build()
+            )
+            .running(T("hi").team("alpha").gpus(6).priority(900), pool="ondemand", place=False)
+            .running(T("lo").team("alpha").gpus(4).priority(50), pool="ondemand", place=False)
+            .running(T("b1").team("beta").gpus(6).priority(50), pool="ondemand", place=False)
+            .running(T("lo2").team("alpha").gpus(8).priority(50), pool="spot", place=False)
+            .running(T("b2").team("beta").gpus(8).priority(50), pool="spot", place=False)
+            .pending(T("a").team("alpha").gpus(4).priority(500))
+            .obj()
+        ),
+        preempt={"lo2": PreemptReason.WITHIN_TEAM},
+        config=KUEUE,
+    ),
     # 3. Several queues of a cohort preempt in the same cycle when their victims do not overlap;
     #    a plan counts the victims of the cycle's earlier plans as gone (scheduler.go `fits` with
     #    the preempted workloads removed, RecomputeAssignmentUponPreemptionTargetsOverlap).
