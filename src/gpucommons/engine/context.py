@@ -46,6 +46,10 @@ class Cycle:
         #: `most_ever` per (team, pool): it depends on the policy alone, and a cycle asks it for
         #: every head it examines.
         self._most_ever: dict[tuple[str, str], Resources] = {}
+        #: Usage the cycle itself added per (team, pool): admissions, and requests held for
+        #: preemptors or deferred tasks. Kueue chooses victims on the snapshot taken before the
+        #: cycle's admissions, so a team is a borrower only by what it held before them.
+        self.added: dict[tuple[str, str], Resources] = {}
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -121,6 +125,32 @@ class Cycle:
         if self.config.node_placement:
             return self.state.nodes.find(team, pool, req.gpus)
         return ()
+
+    def is_borrowing(self, team: str, pool: str, components: Resources) -> bool:
+        """Whether the team is above nominal quota in a component named in `components`, counting
+        what it held before this cycle (less any victim removed in the view), not the cycle's own
+        admissions and holds: a task admitted this cycle is no candidate, so it must not make an
+        older task of its team look borrowed."""
+        q = self.quota.quota(team, pool)
+        if q is None:
+            return False
+        u = self.quota.usage[(team, pool)]
+        added = self.added.get((team, pool))
+        if added is not None:
+            u = u - added
+        n = q.nominal
+        return (
+            (components.gpus > 0 and u.gpus > n.gpus)
+            or (components.cpu_milli > 0 and u.cpu_milli > n.cpu_milli)
+            or (components.memory_mib > 0 and u.memory_mib > n.memory_mib)
+        )
+
+    def add_held(self, team: str, pool: str, req: Resources, placement: tuple[NodeSlice, ...]) -> None:
+        """Hold `req` for the rest of the cycle (an admission, or a preemptor's or deferred task's
+        reservation), and remember it as the cycle's own addition."""
+        self.whatif.hold(team, pool, req, placement)
+        key = (team, pool)
+        self.added[key] = self.added.get(key, Resources()) + req
 
     def within_nominal(self, team: str, pool: str, req: Resources) -> bool:
         q = self.quota.quota(team, pool)

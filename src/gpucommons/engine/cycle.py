@@ -9,11 +9,15 @@ The pipeline (Kueue `scheduler.go`, `schedule()`):
 3. **Admit or preempt**, one head at a time, on a what-if snapshot that already holds every
    admission and reservation made earlier in the cycle:
    - fits in a pool (the team's pools in order) → admit;
-   - else victims that let it fit → preempt them and *reserve* its request: its usage is held and
-     the GPUs its victims free are its own for the rest of this cycle and in every later cycle
-     until it is admitted (docs/design.md, trap 1). As in Kueue, no new preemption plan in a cohort and pool
-     after an admission or another plan there in the same cycle: a plan counts victims that are
-     still running, and a task admitted this cycle must be a candidate before older ones are taken;
+   - else fits once the victims already planned this cycle stop → wait for them, holding its
+     request (Kueue's DeferredFit);
+   - else victims that let it fit, sought in every pool (v1beta2 flavor fungibility) and the best
+     plan taken (reclaim before own-team preemption, then least borrowing, then pool order) →
+     preempt them and *reserve* its request: its usage is held and the GPUs its victims free are
+     its own for the rest of this cycle and in every later cycle until it is admitted
+     (docs/design.md, trap 1). As in Kueue, several teams of a cohort may plan in one cycle: each
+     plan is made on a view where earlier plans' victims are gone (Kueue `fits` with the preempted
+     workloads removed), and victims never overlap;
    - else it waits, with a reason.
 4. **Next.** With `multi_admit` a team's next task becomes a head in the same cycle after an
    admission; Kueue admits one head per team per cycle, so with it off the caller calls
@@ -33,10 +37,12 @@ from gpucommons.domain.money import to_cents
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share
-from gpucommons.engine.preemption import Target, get_targets
+from gpucommons.engine.preemption import Target, get_targets, preemption_gate
 from gpucommons.engine.reasons import (
     admitted_message,
     budget_reason,
+    deferred_message,
+    gate_sentence,
     never_fits_limit,
     pending_reason,
     preempt_message,
@@ -90,6 +96,19 @@ class _Failure:
 
 
 @dataclass(slots=True)
+class _PoolPlans:
+    """The victims planned in one pool this cycle, and which of their GPUs are spoken for."""
+
+    #: The victims' usage, summed per team.
+    usage: dict[str, Resources] = field(default_factory=dict)
+    ids: list[str] = field(default_factory=list)
+    victim_slices: list[NodeSlice] = field(default_factory=list)
+    victim_gpus: set[int] = field(default_factory=set)
+    #: GPUs on the victims' nodes that a preemptor (or a deferred task) will take once they stop.
+    claimed: list[NodeSlice] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _TeamCursor:
     team: str
     waiting: list[str] = field(default_factory=list)
@@ -114,8 +133,10 @@ class _Scheduler:
         self._never_fits_cache: dict[tuple[str, tuple[str, ...], Resources], Pending] = {}
         self.cursors: dict[str, _TeamCursor] = {}
         self.waiting = cy.state.waiting_preemptors()
-        #: (root cohort or team, pool) pairs that already have a preemption plan this cycle.
-        self.skip_preemption: set[tuple[str, str]] = set()
+        #: Per pool, the victims of this cycle's preemption plans (new ones, and those of waiting
+        #: preemptors from earlier cycles): a later plan counts them as gone (Kueue `fits` with the
+        #: preempted workloads removed); admissions still see them hold their quota and GPUs.
+        self.plans: dict[str, _PoolPlans] = {}
         self._tick = 0
 
     # --- the loop --------------------------------------------------------------------------------
@@ -247,29 +268,119 @@ class _Scheduler:
                 else:
                     cursor.done = True
                 return
-        deferred: str | None = None
-        for pool in self._preemption_pools(task, pools):
-            scope = (cy.root(task.team) or "team:" + task.team, pool)
-            if scope in self.skip_preemption:
-                deferred = scope[0]
-                continue
-            targets = get_targets(cy, task, pool, self.fair)
-            if targets:
-                self._reserve(task, pool, [], targets)
-                self._after_preemption(cursor)
-                return
+        if self._deferred_fit(task, pools):
+            self._after_preemption(cursor)
+            return
+        best = self._best_preemption(task, pools)
+        if best is not None:
+            self._reserve(task, best[0], [], best[1])
+            self._after_preemption(cursor)
+            return
         reason = pending_reason(cy, task, pools[0])
-        if deferred is not None and reason.code is not PendingCode.NEVER_FITS:
-            reason = Pending(
-                reason.code,
-                reason.message + f"; preemption in cohort {deferred} waits for the next cycle",
-            )
+        gate = preemption_gate(cy, task, pools[0], self.fair)
+        if gate is not None and reason.code is not PendingCode.NEVER_FITS:
+            reason = Pending(reason.code, reason.message + "; " + gate_sentence(cy, task, pools[0], gate))
         self._fail(cursor, task, reason)
 
-    def _preemption_pools(self, task: TaskRequest, pools: list[str]) -> list[str]:
-        """Pools where preemption could make room. Kueue tries only the first such pool."""
-        out = [p for p in pools if never_fits_limit(self.cy, task, p) is None]
-        return out if self.cy.config.multi_admit else out[:1]
+    # --- preemption plans ------------------------------------------------------------------------
+
+    def _plan_view(self, pool: str) -> int:
+        """Enter the view a preemption plan is made on: the victims of the cycle's earlier plans
+        in the pool are gone, except for the GPUs their preemptors will take (with node
+        placement). Returns the mark to roll back to."""
+        whatif = self.cy.whatif
+        mark = whatif.mark()
+        plans = self.plans.get(pool)
+        if plans is not None:
+            for team, usage in plans.usage.items():
+                whatif.release(team, pool, usage, ())
+            if plans.victim_slices:
+                whatif.release("", pool, ZERO, tuple(plans.victim_slices))
+            if plans.claimed:
+                whatif.hold("", pool, ZERO, tuple(plans.claimed))
+        return mark
+
+    def _add_victims(self, victims: list[RunningTask]) -> None:
+        for rt in victims:
+            pool = rt.admission.pool
+            plans = self.plans.get(pool)
+            if plans is None:
+                plans = self.plans[pool] = _PoolPlans()
+            plans.usage[rt.task.team] = plans.usage.get(rt.task.team, ZERO) + rt.task.resources
+            plans.ids.append(rt.task.id)
+            for sl in rt.admission.placement:
+                plans.victim_slices.append(sl)
+                plans.victim_gpus.update(sl.gpu_indices)
+
+    def _hold_claim(self, task: TaskRequest, pool: str, placement: tuple[NodeSlice, ...]) -> None:
+        """Hold the task's request in the cycle's view: its quota, the free GPUs of `placement`
+        now, and (as a claim the plan view honours) the GPUs of `placement` that victims hold."""
+        plans = self.plans.get(pool)
+        busy = plans.victim_gpus if plans is not None else set()
+        pool_obj = self.cy.pool(pool)
+        gpn = pool_obj.gpus_per_node if pool_obj is not None else 0
+        if gpn and task.resources.gpus > gpn:
+            # A gang on several whole nodes: hold them whole, else a small task admitted later in
+            # the cycle lands on the last one and the gang no longer fits when its turn comes.
+            placement = tuple(
+                NodeSlice(sl.node, tuple(range(sl.node * gpn, (sl.node + 1) * gpn))) for sl in placement
+            )
+        free: list[NodeSlice] = []
+        for sl in placement:
+            now_free = tuple(g for g in sl.gpu_indices if g not in busy)
+            later = tuple(g for g in sl.gpu_indices if g in busy)
+            if now_free:
+                free.append(NodeSlice(sl.node, now_free))
+            if later and plans is not None:
+                plans.claimed.append(NodeSlice(sl.node, later))
+        self.cy.add_held(task.team, pool, task.resources, tuple(free))
+        self._bump(task.team)
+
+    def _deferred_fit(self, task: TaskRequest, pools: list[str]) -> bool:
+        """Kueue's DeferredFit: a task that fits once the victims already planned in this cycle
+        (or still stopping for waiting preemptors) are gone waits for them, holding its request,
+        rather than preempting anyone else."""
+        cy = self.cy
+        for pool in pools:
+            plans = self.plans.get(pool)
+            if plans is None:
+                continue
+            mark = self._plan_view(pool)
+            placement = cy.fits(task.team, pool, task.resources)
+            cy.whatif.rollback(mark)
+            if placement is None:
+                continue
+            self._hold_claim(task, pool, placement)
+            cy.taken.add(task.id)
+            self.pending[task.id] = Pending(PendingCode.WAITING_FOR_PREEMPTION, deferred_message(plans.ids))
+            return True
+        return False
+
+    def _best_preemption(self, task: TaskRequest, pools: list[str]) -> tuple[str, list[Target]] | None:
+        """Victims in every pool where preemption could make room (v1beta2 flavor fungibility,
+        `whenCanPreempt: TryNextFlavor`), and the best plan by Kueue's default preference
+        (`BorrowingOverPreemption`, `isPreferred`): reclaiming only other teams' tasks before
+        preempting any of the team's own, then the least borrowing once the victims are gone
+        (Kueue's borrowing level), then the pool listed first."""
+        cy = self.cy
+        best: tuple[tuple[int, int], str, list[Target]] | None = None
+        for pool in pools:
+            if never_fits_limit(cy, task, pool) is not None:
+                continue
+            mark = self._plan_view(pool)
+            targets = get_targets(cy, task, pool, self.fair)
+            rank = (0, 0)
+            if targets:
+                for t in targets:
+                    cy.release(t.victim)
+                own = any(t.victim.task.team == task.team for t in targets)
+                rank = (int(own), cy.quota.borrowing_level(task.team, pool, task.resources, cy.isolated))
+            cy.whatif.rollback(mark)
+            if targets and (best is None or rank < best[0]):
+                best = (rank, pool, targets)
+                if rank == (0, 0):
+                    break  # nothing ranks better
+        return (best[1], best[2]) if best is not None else None
 
     def _after_preemption(self, cursor: _TeamCursor) -> None:
         """The team's head waits for its victims: others of the team may still use what is left
@@ -368,12 +479,9 @@ class _Scheduler:
         cy = self.cy
         borrowed = cy.borrowed_after(task.team, pool, task.resources)
         admission = Admission(pool=pool, placement=placement, borrowed=borrowed)
-        cy.hold(task.team, pool, task.resources, placement)
+        cy.add_held(task.team, pool, task.resources, placement)
         self._bump(task.team)
         cy.taken.add(task.id)
-        # Kueue: after an admission in a cohort, its preemptions wait for the next cycle, where the
-        # new task is a candidate too (else an older task of a team that only now borrows could go).
-        self.skip_preemption.add((cy.root(task.team) or "team:" + task.team, pool))
         self.admits.append(Admit(task.id, admission, admitted_message(cy, admission, task.resources)))
 
     def _resume_waiting(self, task: TaskRequest) -> bool:
@@ -390,13 +498,12 @@ class _Scheduler:
             return True
         if not own:
             return False  # its victims are gone yet it does not fit: an ordinary head again
-        mark = cy.whatif.mark()
+        mark = self._plan_view(pool)
         for rt in own:
             cy.release(rt)
         enough = cy.fits(task.team, pool, task.resources) is not None
         targets: list[Target] | None = None
-        scope = (cy.root(task.team) or "team:" + task.team, pool)
-        if not enough and scope not in self.skip_preemption:
+        if not enough:
             targets = get_targets(cy, task, pool, self.fair)
         cy.whatif.rollback(mark)
         if enough or targets:
@@ -410,26 +517,19 @@ class _Scheduler:
         """Issue the preemptions and hold the preemptor's request in the snapshot.
 
         Victims keep their usage and GPUs (they still run); the preemptor's usage is added and any
-        further free GPUs it will need are held for it, so nobody else in this cycle takes them.
+        further free GPUs it will need are held for it, so nobody else in this cycle takes them;
+        the victims' GPUs it will take are claimed, so a later plan of the cycle counts only the
+        rest of them as freed.
         """
         cy = self.cy
         victims = leaving + [t.victim for t in targets]
-        mark = cy.whatif.mark()
+        mark = self._plan_view(pool)
         for rt in victims:
             cy.release(rt)
         placement = cy.fits(task.team, pool, task.resources)
         cy.whatif.rollback(mark)
-        held: set[int] = set()
-        for rt in victims:
-            for s in rt.admission.placement:
-                held.update(s.gpu_indices)
-        extra = tuple(
-            NodeSlice(s.node, tuple(g for g in s.gpu_indices if g not in held))
-            for s in placement or ()
-            if any(g not in held for g in s.gpu_indices)
-        )
-        cy.hold(task.team, pool, task.resources, extra)
-        self._bump(task.team)
+        self._add_victims(victims)
+        self._hold_claim(task, pool, placement or ())
         for t in targets:
             cy.taken.add(t.victim.task.id)
             if not t.leaving:
@@ -442,7 +542,6 @@ class _Scheduler:
                     )
                 )
         cy.taken.add(task.id)
-        self.skip_preemption.add((cy.root(task.team) or "team:" + task.team, pool))
         self.pending[task.id] = Pending(
             PendingCode.WAITING_FOR_PREEMPTION, waiting_message([rt.task.id for rt in victims])
         )

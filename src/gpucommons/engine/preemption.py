@@ -1,7 +1,8 @@
 """Choosing victims: Kueue's classic and fair-sharing preemption, plus our protections.
 
 Follows `pkg/scheduler/preemption/preemption.go` (`getTargets`, `findCandidates`,
-`candidatesOrdering`, `minimalPreemptions`, `fillBackWorkloads`, `fairPreemptions`). Choosing is
+`candidatesOrdering`, `minimalPreemptions`, `fillBackWorkloads`, `fairPreemptions`), behind the
+flavor assigner's gate (`fitsResourceQuota`: `preemption_gate` below). Choosing is
 pure: removals are what-ifs on the cycle's undo log, rolled back before returning. Issuing the
 preemptions is the caller's job.
 
@@ -25,6 +26,7 @@ from gpucommons.domain.model import (
 from gpucommons.domain.resources import Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share, strategy_allows
+from gpucommons.engine.quota import COMPONENTS
 from gpucommons.engine.types import PreemptReason, RunningTask, TaskRequest
 
 
@@ -154,7 +156,7 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
     if others and cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
         only_lower = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
         for other in cy.cohort_members(task.team):
-            if other == task.team or not cy.quota.is_borrowing(other, p.pool, p.needs):
+            if other == task.team or not cy.is_borrowing(other, p.pool, p.needs):
                 continue
             lowest_other = cy.state.min_running_priority(other)
             if lowest_other is None or (only_lower and lowest_other >= prio):
@@ -235,7 +237,7 @@ def _minimal(
         reason = PreemptReason.WITHIN_TEAM
         if rt.task.team != team:
             reason = PreemptReason.RECLAIM
-            if not cy.quota.is_borrowing(rt.task.team, p.pool, p.needs):
+            if not cy.is_borrowing(rt.task.team, p.pool, p.needs):
                 continue
             if threshold is not None and rt.task.priority >= threshold:
                 allow_borrowing = False
@@ -306,7 +308,7 @@ def _fair(
                     fits = True
                     break
                 groups[t] = ws[i + 1 :]
-                if groups[t] and cy.quota.is_borrowing(t, p.pool, p.needs):
+                if groups[t] and cy.is_borrowing(t, p.pool, p.needs):
                     shares[t] = cand_new
                     active.add(t)
                 break
@@ -319,7 +321,7 @@ def _fair(
         active2 = set(groups2)
         while active2 and not fits:
             t = pop_highest(active2, shares2)
-            if not cy.quota.is_borrowing(t, p.pool, p.needs):
+            if not cy.is_borrowing(t, p.pool, p.needs):
                 continue
             if strategy_allows(strategies[1], new_share, shares2[t], 0):
                 rt = groups2[t][0]
@@ -334,10 +336,43 @@ def _fair(
     return targets if fits else None
 
 
+def can_preempt_while_borrowing(cy: Cycle, task: TaskRequest, fair_share: bool) -> bool:
+    """Kueue `canPreemptWhileBorrowing`: `borrow_within_cohort` is not `never`, or fair sharing
+    with a `reclaim` rule other than `never`."""
+    rules = cy.team(task.team).preemption
+    if rules.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER:
+        return True
+    return fair_share and rules.reclaim is not ReclaimPolicy.NEVER
+
+
+def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> str | None:
+    """Kueue's gate in the flavor assigner (`fitsResourceQuota`): a request that does not fit may
+    look for victims only if it is within the team's nominal quota, or the team may reclaim in
+    the cohort hierarchy, or may preempt while borrowing (`can_preempt_while_borrowing`). Checked
+    per resource that is short. None when preemption may be tried; else the component that
+    stops it (`gpus`, `cpu_milli` or `memory_mib`)."""
+    q = cy.quota.quota(task.team, pool)
+    if q is None or can_preempt_while_borrowing(cy, task, fair_share):
+        return None
+    avail = cy.quota.available(task.team, pool, cy.isolated)
+    for component in COMPONENTS:
+        val = getattr(task.resources, component)
+        if val <= getattr(avail, component) or val <= getattr(q.nominal, component):
+            continue
+        if cy.quota.lowest_subtree_that_fits(task.team, pool, component, val, cy.isolated)[1]:
+            continue  # hierarchical reclaim is possible
+        return component
+    return None
+
+
 def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> list[Target] | None:
-    """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None."""
+    """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None. Behind Kueue's
+    gate (`preemption_gate`): a request above the team's nominal quota preempts nobody unless
+    hierarchical reclaim or `borrow_within_cohort` allows it."""
     if not _may_find_candidates(cy, task):
         return None  # nobody could be a candidate: spare the per-pool arithmetic below
+    if preemption_gate(cy, task, pool, fair_share) is not None:
+        return None
     p = Preemptor(task, pool, needed_components(cy, task, pool))
     threshold = _borrow_threshold(cy, task)
     # Other teams' tasks can only serve to reclaim (preemptor under nominal), to borrow within the
@@ -348,7 +383,8 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     candidates = order_candidates(cy, task.team, found)
     same_team = [rt for rt in candidates if rt.task.team == task.team]
     if len(same_team) == len(candidates):
-        # Only own tasks: preempt them, borrowing if need be.
+        # Only own tasks: preempt them, borrowing if need be (the gate above already refused a
+        # request above nominal quota that may not preempt while borrowing).
         return _minimal(cy, p, candidates, True, None)
     if fair_share:
         return _fair(cy, p, candidates, threshold)

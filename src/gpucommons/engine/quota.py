@@ -41,6 +41,10 @@ class TeamQuota:
         return b.gpus < UNLIMITED or b.cpu_milli < UNLIMITED or b.memory_mib < UNLIMITED
 
 
+#: The components of `Resources`, by attribute name.
+COMPONENTS = ("gpus", "cpu_milli", "memory_mib")
+
+
 def _pos(r: Resources) -> Resources:
     return Resources(max(0, r.gpus), max(0, r.cpu_milli), max(0, r.memory_mib))
 
@@ -71,6 +75,31 @@ class QuotaTree:
                 key = (cohort, pool)
                 self.subtree_quota[key] = self.subtree_quota.get(key, ZERO) + q.lendable
                 self.cohort_usage.setdefault(key, ZERO)
+        #: Kueue `getNodeHeight`: a cohort's distance to its furthest leaf (1 with teams only).
+        self.height: dict[str, int] = self._heights()
+
+    def _heights(self) -> dict[str, int]:
+        children: dict[str, list[str]] = {c: [] for c in self.cohort_parent}
+        has_child: set[str] = {p for p in self.team_parent.values() if p is not None}
+        for c, parent in self.cohort_parent.items():
+            if parent is not None and parent in children:
+                children[parent].append(c)
+                has_child.add(parent)
+        out: dict[str, int] = {}
+
+        def height(c: str, depth: int) -> int:
+            if c in out:
+                return out[c]
+            h = 1 if c in has_child else 0
+            if depth < len(children):  # a cycle (refused by validation) cannot recurse forever
+                for child in children.get(c, ()):
+                    h = max(h, height(child, depth + 1) + 1)
+            out[c] = h
+            return h
+
+        for c in children:
+            height(c, 0)
+        return out
 
     def _add_team(self, team: Team) -> None:
         dedicated = team.isolation is Isolation.DEDICATED
@@ -195,6 +224,43 @@ class QuotaTree:
             or (components.cpu_milli > 0 and u.cpu_milli > n.cpu_milli)
             or (components.memory_mib > 0 and u.memory_mib > n.memory_mib)
         )
+
+    def lowest_subtree_that_fits(
+        self, team: str, pool: str, component: str, val: int, isolated: bool = False
+    ) -> tuple[int, bool]:
+        """Kueue `FindHeightOfLowestSubtreeThatFits` for one resource component (`gpus`,
+        `cpu_milli` or `memory_mib`): the height of the lowest subtree of the team's cohort tree
+        whose quota holds `val` more of it (0: the team's own nominal quota does), and whether
+        that subtree is smaller than the whole tree — then the team may reclaim in the hierarchy
+        (Kueue `mayReclaimInHierarchy`). With our cohorts, which hold no quota of their own, a
+        flat tree never allows it beyond the team's nominal quota; nested cohorts do.
+        """
+        q = self.quotas.get((team, pool))
+        chain = () if isolated else self._ancestors.get(team, ())
+        if q is None:
+            return 0, False
+        used = getattr(self.usage[(team, pool)], component)
+        if used + val <= getattr(q.nominal, component) or not chain:
+            return 0, bool(chain)
+        remaining = val - max(0, getattr(q.guaranteed, component) - used)
+        for i, cohort in enumerate(chain):
+            key = (cohort, pool)
+            quota = getattr(self.subtree_quota.get(key, ZERO), component)
+            usage = getattr(self.cohort_usage.get(key, ZERO), component)
+            if usage + remaining <= quota:
+                return self.height.get(cohort, 1), i < len(chain) - 1
+            # Our cohorts guarantee nothing locally (no quota, no lend limit of their own).
+        return self.height.get(chain[-1], 1), False
+
+    def borrowing_level(self, team: str, pool: str, req: Resources, isolated: bool = False) -> int:
+        """Kueue's borrowing level of an assignment: the worst, over the components `req` asks for,
+        of `lowest_subtree_that_fits` (0 = within the team's nominal quota)."""
+        level = 0
+        for component in COMPONENTS:
+            val = getattr(req, component)
+            if val > 0:
+                level = max(level, self.lowest_subtree_that_fits(team, pool, component, val, isolated)[0])
+        return level
 
     def root_teams(self, root: str) -> list[str]:
         return [t for t in self.team_parent if self.root(t) == root]

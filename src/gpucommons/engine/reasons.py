@@ -6,6 +6,7 @@ the pool's GPU type, the numbers, and the rule that applied.
 
 from __future__ import annotations
 
+from gpucommons.domain.model import SchedulingMode
 from gpucommons.domain.money import format_cents
 from gpucommons.domain.resources import UNLIMITED, Resources
 from gpucommons.engine.context import Cycle
@@ -132,6 +133,26 @@ def preempt_message(cy: Cycle, victim: RunningTask, preemptor: TaskRequest, reas
         f"fair share: team {v.team} holds a larger share of the cohort's lendable capacity than "
         f"team {preemptor.team} would with {who}; frees {size}"
     )
+
+
+_COMPONENT_NAMES = {"gpus": "GPUs", "cpu_milli": "CPU", "memory_mib": "memory"}
+
+
+def gate_sentence(cy: Cycle, task: TaskRequest, pool: str, component: str) -> str:
+    """Why a task above its team's nominal quota may not preempt (Kueue's flavor-assigner gate)."""
+    q = cy.quota.quota(task.team, pool)
+    nominal = q.nominal.describe() if q is not None else "0"
+    return (
+        f"it asks for {_res(task.resources)}, more {_COMPONENT_NAMES.get(component, component)} than "
+        f"team {task.team}'s nominal quota of {nominal} in pool {pool}, so it may not preempt "
+        "(borrow_within_cohort is never"
+        + (" and so is reclaim)" if cy.policy.scheduling.mode is SchedulingMode.FAIR_SHARE else ")")
+    )
+
+
+def deferred_message(victims: list[str]) -> str:
+    shown = ", ".join(sorted(victims)[:5]) + (" …" if len(victims) > 5 else "")
+    return f"fits once {len(victims)} task(s) preempted for others stop: {shown}"
 
 
 def waiting_message(victims: list[str]) -> str:

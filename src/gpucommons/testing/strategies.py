@@ -38,7 +38,7 @@ from gpucommons.engine.apply import apply_decisions
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.cycle import decide
 from gpucommons.engine.state import ClusterState
-from gpucommons.engine.types import Decisions, EngineConfig, PreemptReason, TaskRequest
+from gpucommons.engine.types import Admission, Decisions, EngineConfig, PreemptReason, TaskRequest
 from gpucommons.testing.builders import DEFAULT_CLASSES
 
 _UNL = Resources(UNLIMITED, UNLIMITED, UNLIMITED)
@@ -295,21 +295,33 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
 
 
 def check_preemptions_make_room(state: ClusterState, d: Decisions, now: float, config: EngineConfig) -> None:
-    """Every preemptor fits once its victims (this cycle's and earlier ones) have stopped, even
-    with this cycle's admissions in place."""
-    by_preemptor: dict[str, set[str]] = {}
+    """Every preemptor fits once the victims have stopped, even with this cycle's admissions in
+    place. As in Kueue (scheduler.go `fits`, with every preempted workload removed), a plan may
+    count on the victims of the cycle's earlier plans too, so the preemptors are admitted one by
+    one, in the order they planned, once all victims (this cycle's and earlier ones) are gone."""
+    order: list[str] = []
     for p in d.preempt:
-        by_preemptor.setdefault(p.preemptor_id, set()).add(p.victim_id)
-    for preemptor_id, victims in by_preemptor.items():
-        trial = copy.deepcopy(state)
-        for a in d.admit:
-            trial.admit(a.task_id, a.admission, now)
-        for v in victims | set(trial.victims_of(preemptor_id)):
+        if p.preemptor_id not in order:
+            order.append(p.preemptor_id)
+    if not order:
+        return
+    trial = copy.deepcopy(state)
+    for a in d.admit:
+        trial.admit(a.task_id, a.admission, now)
+    victims = {p.victim_id for p in d.preempt}
+    for preemptor_id in trial.waiting_preemptors():
+        victims |= set(trial.victims_of(preemptor_id))
+    for preemptor_id in order:
+        victims |= set(trial.victims_of(preemptor_id))
+    for v in sorted(victims):
+        if trial.running(v) is not None:
             trial.finish(v)
+    for preemptor_id in order:
         task = trial.pending(preemptor_id)
         assert task is not None
         cy = Cycle(trial, now, config)
         pools, _ = cy.pools_for(task.team, task.pools)
-        assert any(cy.fits(task.team, pool, task.resources) is not None for pool in pools), (
-            f"{preemptor_id} preempted {sorted(victims)} but would still not fit"
-        )
+        found = [(pool, pl) for pool in pools if (pl := cy.fits(task.team, pool, task.resources)) is not None]
+        assert found, f"{preemptor_id} preempted, but would still not fit once all victims stopped"
+        pool, placement = found[0]
+        trial.admit(preemptor_id, Admission(pool, placement), now)

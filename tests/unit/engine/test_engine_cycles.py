@@ -8,6 +8,7 @@ from itertools import pairwise
 from gpucommons.engine import (
     EngineConfig,
     FairShareStrategy,
+    NodeSlice,
     PendingCode,
     PreemptReason,
     apply_decisions,
@@ -127,7 +128,10 @@ def test_no_task_is_preempted_twice_without_progress() -> None:
     assert [p.victim_id for p in later.preempt] == ["v"]
 
 
-def test_kueue_tries_preemption_only_in_the_first_pool_where_it_could_help() -> None:
+def test_kueue_tries_preemption_in_every_pool_where_it_could_help() -> None:
+    # v1beta2's default flavorFungibility (whenCanPreempt: TryNextFlavor): a pool where no victim
+    # can go does not end the search (Kueue flavorassigner_test.go "preempt try next flavor";
+    # scheduler_test.go "use second flavor when the first has no preemption candidates").
     policy = (
         make_policy()
         .pool("a100", nodes=1, gpus_per_node=8)
@@ -142,8 +146,35 @@ def test_kueue_tries_preemption_only_in_the_first_pool_where_it_could_help() -> 
         .pending(T("p").team("nlp").gpus(8).priority(500))
         .obj()
     )
-    assert not decide_checked(state, 10, KUEUE).preempt
+    assert [p.victim_id for p in decide_checked(state, 10, KUEUE).preempt] == ["h"]
     assert [p.victim_id for p in decide_checked(state, 10).preempt] == ["h"]
+
+
+def test_a_multi_node_preemptor_keeps_the_nodes_it_will_take_whole() -> None:
+    # Found by the hypothesis properties: j3 (9 GPUs, two whole 8-GPU nodes) preempts j4 to free
+    # node 0; a 1-GPU task admitted after it in the same cycle must not land on node 1.
+    policy = (
+        make_policy()
+        .pool("p0", nodes=2, gpus_per_node=8)
+        .team("t0", p0=11, within_team="lower_priority")
+        .team("t1", p0=0)
+        .fair_share()
+        .build()
+    )
+    state = (
+        make_state(policy)
+        .running(T("j4").team("t0").gpus(1).priority(800), placement=(NodeSlice(0, (2,)),))
+        .pending(
+            T("j3").team("t0").gpus(9).priority(1000).seq(1), T("j0").team("t0").gpus(1).priority(1000).seq(3)
+        )
+        .obj()
+    )
+    d = decide_checked(state, 0)
+    assert [p.victim_id for p in d.preempt] == ["j4"]
+    assert not d.admit  # no free GPU outside the two nodes j3 will take
+    apply_decisions(state, d, 0)
+    state.requeue("j4", 10)
+    assert "j3" in {a.task_id for a in decide_checked(state, 10).admit}
 
 
 def test_settle_fills_the_cluster_one_head_per_team_per_cycle_in_kueue_mode() -> None:

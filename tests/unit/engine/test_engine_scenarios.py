@@ -516,8 +516,195 @@ SCENARIOS = [
         ),
         pending={"a": PendingCode.QUOTA_EXHAUSTED},
     ),
+    # --- Kueue fidelity (issue 9, item 1): each mirrors a case of Kueue's pkg/scheduler tests -----
+    # 1. A request above the team's nominal quota preempts only if hierarchical reclaim is possible
+    #    or borrowWithinCohort allows it (flavorassigner.go, fitsResourceQuota's gate).
     Scenario(
-        "one_preemption_plan_per_cohort_and_pool_per_cycle",
+        # Kueue scheduler_test.go "A workload is only eligible to do preemptions if it fits fully
+        # within nominal quota" (and flavorassigner_test.go "when borrowing while preemption is
+        # needed for flavor one, fair sharing enabled, reclaimWithinCohort=Never": NoFit).
+        "a_request_above_nominal_quota_does_not_preempt_its_own_team_to_borrow",
+        lambda: (
+            make_state(p_two(nlp={**WITHIN, **RECLAIM_ANY}))
+            .running(T("n1").team("nlp").gpus(8).priority(100))
+            .running(T("c1").team("cv").gpus(8).priority(100))
+            .pending(T("a").team("nlp").gpus(24).priority(500))
+            .obj()
+        ),
+        pending={"a": PendingCode.NO_IDLE_TO_BORROW},
+        message={"a": "may not preempt"},
+        config=KUEUE,
+    ),
+    Scenario(
+        # The same under our extensions: the gate is Kueue's rule, not a switch.
+        "commons_keeps_the_nominal_quota_gate_on_preemption",
+        lambda: (
+            make_state(p_two(nlp={**WITHIN, **RECLAIM_ANY}))
+            .running(T("n1").team("nlp").gpus(8).priority(100))
+            .running(T("c1").team("cv").gpus(8).priority(100))
+            .pending(T("a").team("nlp").gpus(24).priority(500))
+            .obj()
+        ),
+        pending={"a": PendingCode.NO_IDLE_TO_BORROW},
+    ),
+    Scenario(
+        # Kueue flavorassigner_test.go "when borrowing while preemption is needed for flavor one;
+        # WhenCanBorrow=MayStopSearch": with borrowWithinCohort the gate opens (Preempt, borrowing).
+        "a_request_above_nominal_quota_preempts_when_borrow_within_cohort_allows_it",
+        lambda: (
+            make_state(p_two(nlp={**WITHIN, **BWC}))
+            .running(T("n1").team("nlp").gpus(8).priority(100))
+            .running(T("c1").team("cv").gpus(8).priority(100))
+            .pending(T("a").team("nlp").gpus(24).priority(500))
+            .obj()
+        ),
+        preempt={"n1": PreemptReason.WITHIN_TEAM},
+        pending={"a": PendingCode.WAITING_FOR_PREEMPTION},
+        config=KUEUE,
+    ),
+    Scenario(
+        # Kueue classical.FindHeightOfLowestSubtreeThatFits (mayReclaimInHierarchy): the request is
+        # above nlp's nominal quota but within its own sub-cohort's, so the gate lets it preempt.
+        "a_request_above_nominal_quota_preempts_when_its_sub_cohort_can_hold_it",
+        lambda: (
+            make_state(
+                make_policy()
+                .pool("h100", nodes=6, gpus_per_node=8)
+                .cohort("org")
+                .cohort("research", parent="org")
+                .cohort("product", parent="org")
+                .team("nlp", cohort="research", h100=16, **WITHIN)  # type: ignore[arg-type]
+                .team("lab", cohort="research", h100=16)
+                .team("cv", cohort="product", h100=16)
+                .build()
+            )
+            .running(T("n1").team("nlp").gpus(8).priority(100))
+            .running(T("c1").team("cv").gpus(24).priority(100))
+            .pending(T("a").team("nlp").gpus(24).priority(500))
+            .obj()
+        ),
+        preempt={"n1": PreemptReason.WITHIN_TEAM},
+        config=KUEUE,
+    ),
+    # 2. Victims are sought in every pool (v1beta2 flavorFungibility whenCanPreempt: TryNextFlavor)
+    #    and the best is taken: reclaiming others' borrowed capacity before preempting the own
+    #    team, then the least borrowing after preemption, then the first listed pool.
+    Scenario(
+        # Kueue scheduler_test.go "prefer reclamation over cq priority based preemption".
+        "preemption_prefers_reclaiming_borrowed_capacity_in_a_later_pool_over_preempting_own_tasks",
+        lambda: _two_pool_state(borrower_priority=100),
+        preempt={"b1": PreemptReason.RECLAIM},
+        pending={"a": PendingCode.WAITING_FOR_PREEMPTION},
+        config=KUEUE,
+    ),
+    Scenario(
+        "commons_also_prefers_reclaim_in_a_later_pool_over_preempting_own_tasks",
+        lambda: _two_pool_state(borrower_priority=100),
+        preempt={"b1": PreemptReason.RECLAIM},
+    ),
+    Scenario(
+        # Kueue scheduler_test.go "prefer first preemption flavor when second flavor also requires
+        # cq preemption": the borrower ranks too high to reclaim, so both pools mean preempting an
+        # own task, and the first listed pool wins.
+        "equal_preemptions_in_two_pools_go_to_the_first_listed",
+        lambda: _two_pool_state(borrower_priority=900, own_in_spot=True),
+        preempt={"a1": PreemptReason.WITHIN_TEAM},
+        config=KUEUE,
+    ),
+    Scenario(
+        # Kueue flavorassigner.go isPreferred (BorrowingOverPreemption, the default): with the same
+        # preemption mode in both pools, the lower borrowing level after preemption wins, here the
+        # second pool, where the preemptor ends within nominal quota.
+        "equal_preemption_modes_prefer_the_pool_that_borrows_least_after_preemption",
+        lambda: (
+            make_state(
+                make_policy()
+                .pool("ondemand", nodes=2, gpus_per_node=8)
+                .pool("spot", nodes=2, gpus_per_node=8)
+                .team("alpha", ondemand=8, within_team="lower_priority")
+                .quota("spot", 8)
+                .team("beta", ondemand=8)
+                .quota("spot", 8)
+                .build()
+            )
+            .running(T("hi").team("alpha").gpus(6).priority(900), pool="ondemand", place=False)
+            .running(T("lo").team("alpha").gpus(4).priority(50), pool="ondemand", place=False)
+            .running(T("b1").team("beta").gpus(6).priority(50), pool="ondemand", place=False)
+            .running(T("lo2").team("alpha").gpus(8).priority(50), pool="spot", place=False)
+            .running(T("b2").team("beta").gpus(8).priority(50), pool="spot", place=False)
+            .pending(T("a").team("alpha").gpus(4).priority(500))
+            .obj()
+        ),
+        preempt={"lo2": PreemptReason.WITHIN_TEAM},
+        config=KUEUE,
+    ),
+    # 3. Several queues of a cohort preempt in the same cycle when their victims do not overlap;
+    #    a plan counts the victims of the cycle's earlier plans as gone (scheduler.go `fits` with
+    #    the preempted workloads removed, RecomputeAssignmentUponPreemptionTargetsOverlap).
+    Scenario(
+        # Kueue scheduler_test.go "multiple preemptions without borrowing".
+        "several_teams_of_a_cohort_preempt_in_the_same_cycle_when_their_victims_do_not_overlap",
+        lambda: (
+            make_state(p_two(nlp={**WITHIN, "borrow_limit": 0}, cv={**WITHIN, "borrow_limit": 0}))
+            .running(T("n1").team("nlp").gpus(16).priority(100))
+            .running(T("c1").team("cv").gpus(16).priority(100))
+            .pending(T("a").team("nlp").gpus(16).priority(500), T("b").team("cv").gpus(16).priority(500))
+            .obj()
+        ),
+        preempt={"n1": PreemptReason.WITHIN_TEAM, "c1": PreemptReason.WITHIN_TEAM},
+        pending={"a": PendingCode.WAITING_FOR_PREEMPTION, "b": PendingCode.WAITING_FOR_PREEMPTION},
+        config=KUEUE,
+    ),
+    Scenario(
+        # Kueue scheduler_test.go "multiple preemptions preemption possible after earlier workload
+        # fits": an admission in the cohort does not hold back a preemption in the same cycle.
+        "an_admission_does_not_hold_back_a_preemption_in_the_same_cycle",
+        lambda: (
+            make_state(
+                make_policy()
+                .pool("h100", nodes=3, gpus_per_node=8)
+                .team("nlp", h100=8, borrow_limit=0, **WITHIN)  # type: ignore[arg-type]
+                .team("cv", h100=16, borrow_limit=0, **WITHIN)  # type: ignore[arg-type]
+                .build()
+            )
+            .running(T("c1").team("cv").gpus(16).priority(100))
+            .pending(T("fit").team("nlp").gpus(8).priority(900), T("p").team("cv").gpus(16).priority(500))
+            .obj()
+        ),
+        admit={"fit": "h100"},
+        preempt={"c1": PreemptReason.WITHIN_TEAM},
+        config=KUEUE,
+    ),
+    Scenario(
+        # Kueue scheduler_test.go "multiple preemptions skip preemption when shared limited
+        # resource": with alpha's victim counted as gone, beta would still not fit, so beta
+        # preempts nobody (no wasteful preemption).
+        "a_second_plan_that_would_not_fit_after_the_first_preempts_nobody",
+        lambda: (
+            make_state(
+                make_policy()
+                .pool("h100", nodes=5, gpus_per_node=8)
+                .team("alpha", h100=16, **{**WITHIN, **BWC})  # type: ignore[arg-type]
+                .team("beta", h100=16, **{**WITHIN, **BWC})  # type: ignore[arg-type]
+                .team("bank", h100=8)
+                .build()
+            )
+            .running(T("a1").team("alpha").gpus(16).priority(0))
+            .running(T("b1").team("beta").gpus(16).priority(0))
+            .pending(
+                T("preemptor").team("alpha").gpus(24).priority(100),
+                T("pretender").team("beta").gpus(24).priority(99),
+            )
+            .obj()
+        ),
+        preempt={"a1": PreemptReason.WITHIN_TEAM},
+        pending={"preemptor": PendingCode.WAITING_FOR_PREEMPTION, "pretender": PendingCode.NO_IDLE_TO_BORROW},
+        config=KUEUE,
+    ),
+    Scenario(
+        # Kueue's DeferredFit: a task that fits once the cycle's planned victims have stopped
+        # waits for them, holding its request, and preempts nobody of its own.
+        "a_task_that_fits_once_planned_victims_stop_waits_for_them_without_preempting",
         lambda: (
             make_state(
                 make_policy()
@@ -527,13 +714,15 @@ SCENARIOS = [
                 .team("big", h100=16)
                 .build()
             )
-            .running(T("b1").team("big").gpus(48).priority(100))
+            .running(T("b1").team("big").gpus(24).priority(100), at=1)
+            .running(T("b2").team("big").gpus(24).priority(100), at=2)
             .pending(T("a").team("nlp").gpus(8).priority(900), T("c").team("cv").gpus(8).priority(100))
             .obj()
         ),
-        preempt={"b1": PreemptReason.RECLAIM},
-        pending={"a": PendingCode.WAITING_FOR_PREEMPTION, "c": PendingCode.NO_IDLE_TO_BORROW},
-        message={"c": "preemption in cohort cluster waits for the next cycle"},
+        preempt={"b2": PreemptReason.RECLAIM},
+        pending={"a": PendingCode.WAITING_FOR_PREEMPTION, "c": PendingCode.WAITING_FOR_PREEMPTION},
+        message={"c": "b2"},
+        config=KUEUE,
     ),
     # --- placement ----------------------------------------------------------------------------------
     Scenario(
@@ -663,6 +852,26 @@ SCENARIOS = [
         config=KUEUE,
     ),
 ]
+
+
+def _two_pool_state(borrower_priority: int, own_in_spot: bool = False) -> ClusterState:
+    """alpha lists pool `ondemand` (where its own a1 runs) before `spot` (where beta borrows)."""
+    policy = (
+        make_policy()
+        .pool("ondemand", nodes=2, gpus_per_node=8)
+        .pool("spot", nodes=2, gpus_per_node=8)
+        .team("alpha", ondemand=16, reclaim="lower_priority", within_team="lower_priority")
+        .quota("spot", 12)
+        .team("beta", spot=4)
+        .build()
+    )
+    b = make_state(policy).running(T("a1").team("alpha").gpus(8).priority(50), pool="ondemand")
+    if own_in_spot:
+        b = b.running(T("a2").team("alpha").gpus(8).priority(50), pool="spot")
+        b = b.running(T("b1").team("beta").gpus(8).priority(borrower_priority), pool="spot")
+    else:
+        b = b.running(T("b1").team("beta").gpus(16).priority(borrower_priority), pool="spot")
+    return b.pending(T("a").team("alpha").gpus(12).priority(500)).obj()
 
 
 def _slice(node: int, first_local: int, n: int, gpn: int = 8):
