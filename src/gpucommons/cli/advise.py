@@ -212,6 +212,11 @@ def advise(
         "--max-regression",
         help="No team's p95 wait may grow by more than this (both under 1h: exempt).",
     ),
+    fit_window: str = typer.Option(
+        "10d",
+        "--fit-window",
+        help="Replay only this much history before the validation days while searching (all: every day).",
+    ),
     max_change: str | None = typer.Option(
         None,
         "--max-change",
@@ -221,7 +226,7 @@ def advise(
         None, "--step", help="GPUs per move of the search (default: one node of the pool)."
     ),
     max_replays: int = typer.Option(
-        32, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
+        24, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
     ),
     workers: int = typer.Option(2, "--workers", help="Processes that replay at once (1: in this process)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the week-block bootstrap."),
@@ -289,7 +294,7 @@ def advise(
     settings = _settings(
         objective or "balanced",
         validate,
-        half_life,
+        (half_life, fit_window),
         max_regression,
         max_change,
         step,
@@ -398,7 +403,7 @@ def _share(text: str, option: str) -> float:
 def _settings(
     objective: str,
     validate: str,
-    half_life: str,
+    windows: tuple[str, str],
     max_regression: str,
     max_change: str | None,
     step: int | None,
@@ -426,6 +431,7 @@ def _settings(
         search = SearchSettings(max_replays=max_replays, step_gpus=step)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    half_life, fit_window = windows
     decay: float | None = None
     if half_life.strip().lower() != "none":
         try:
@@ -434,11 +440,20 @@ def _settings(
             raise fail(f"--half-life: {exc}") from None
         if decay <= 0:
             raise fail("--half-life must be longer than 0s (or none)")
+    fit_window_s: float | None = None
+    if fit_window.strip().lower() != "all":
+        try:
+            fit_window_s = float(parse_duration(fit_window.strip()))
+        except ValueError as exc:
+            raise fail(f"--fit-window: {exc} (or all)") from None
+        if fit_window_s <= 0:
+            raise fail("--fit-window must be longer than 0s (or all)")
     return AdviceSettings(
         objective=the_objective,
         max_regression=_share(max_regression, "--max-regression"),
         validate=split,
         half_life_s=decay,
+        fit_window_s=fit_window_s,
         whole_nodes=whole_nodes,
         max_change=cap,
         engine=engine,
