@@ -616,7 +616,7 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = Fals
                 short_duration(j.fit.mean_p95_s),
                 short_duration(j.validation.mean_p95_s),
                 short_duration(j.validation.violation_s),
-                "yes" if j.fit_verdict.feasible and j.validation_verdict.feasible else "no",
+                " / ".join("yes" if v.feasible else "no" for v in (j.fit_verdict, j.validation_verdict)),
             ]
         )
     baseline_columns = (
@@ -624,7 +624,7 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = Fals
         _figure("mean p95 fit"),
         _figure("validation"),
         _figure("owed (val.)", drop=1),
-        _figure("rules kept"),
+        _figure("rules kept fit / val."),
     )
     print_table(console, baseline_columns, baselines, wide, title="same replays, other sizings")
     colour = "green" if advice.chosen is not None else "yellow"

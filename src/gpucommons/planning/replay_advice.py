@@ -171,6 +171,20 @@ def _team_changes(space: QuotaSpace, today: Judged, result: Judged, chosen: bool
     return tuple(out)
 
 
+def _fit_caveat(best: Judged) -> str:
+    """What the chosen quotas break on the fit days, said rather than hidden (validation decides)."""
+    if best.fit_verdict.feasible:
+        return ""
+    regressions = best.fit_verdict.regressions
+    if regressions:
+        team, (before, after) = sorted(regressions.items())[0]
+        return (
+            f"; on the older fit days {team} would have waited longer "
+            f"({short_duration(before)} → {short_duration(after)} at p95)"
+        )
+    return "; on the older fit days it breaks the rules (more guarantee violations or jobs that never start)"
+
+
 def _choose(
     today: Judged, finalists: Sequence[Judged], space: QuotaSpace, objective: Objective
 ) -> tuple[Judged | None, str]:
@@ -202,7 +216,7 @@ def _choose(
         return best, (
             f"{best.label}: mean p95 wait {short_duration(base)} → "
             f"{short_duration(best.validation.mean_p95_s)} on the validation days it never saw, "
-            "no team worse beyond the allowed margin"
+            "no team worse beyond the allowed margin there" + _fit_caveat(best)
         )
     if not eligible:
         return None, "keep today's quotas: the search found no other quotas to try"
