@@ -1,7 +1,8 @@
 """`commons advise`: recommend quotas from usage history (file in, file out; no server).
 
     commons advise --policy commons.yaml --history trace.csv [--objective balanced|wait|guarantee]
-                   [--validate last:25%] [--half-life 14d] [--max-change 25%] [--whole-nodes]
+                   [--validate last:25%] [--fit-window 10d] [--half-life 14d] [--max-change 25%]
+                   [--whole-nodes]
                    [--out proposed.yaml] [--json] [--plot waits.png] [--check-trace trace.csv]
 
 With a job trace (docs/design.md, contract 2) the quotas are searched for by replaying the history under each
