@@ -7,7 +7,8 @@ Three parts:
 - `--holdout`: the issue's out-of-sample test. For each cluster size (704 GPUs as
   `examples/philly-oct-704.yaml`, and 528 GPUs: 66 nodes, every quota × 0.75) and each engine
   (`kueue`, `commons`): advice from days 0–21 of Philly October (`advise_by_replay`, the defaults of
-  `commons advise`: balanced, validate last 25 %, half-life 14 d, 32 fit replays, 2 processes),
+  `commons advise`: balanced, validate last 25 %, half-life 14 d, fit window 10 d, 24 fit replays,
+  2 processes),
   then days 21–31 (never seen by the advisor) replayed from an empty cluster under today's quotas,
   the advice, and every baseline: equal split, proportional to mean demand and the median rule,
   each fitted on all 21 days (what a user of those rules would get) and as the advisor's report
@@ -19,6 +20,7 @@ Three parts:
     python bench/advise.py --timing
     python bench/advise.py --holdout [--json holdout.json] [--only 704:commons]
     python bench/advise.py --cli
+    python bench/advise.py --profile kueue     # cProfile of one fit-window replay
 """
 
 from __future__ import annotations
@@ -274,6 +276,31 @@ def holdout(only: Sequence[str], out: Path | None) -> None:
                 out.write_text(json.dumps(cases, indent=2))
 
 
+# -- where a search's time goes ------------------------------------------------------------------------
+def profile(engine: str) -> None:
+    """cProfile of one fit-window replay as the search makes it: days 0–21's fit part, 704 GPUs."""
+    import cProfile
+    import pstats
+
+    from gpucommons.planning.replay_score import ValidationSplit, score_replay, split_history
+
+    started = time.process_time()
+    policy = load_policy(PHILLY_POLICY)
+    with PHILLY.open(encoding="utf-8", newline="") as handle:
+        jobs = [j for j in read_trace(handle, str(PHILLY)) if j.submit_s < SPLIT_DAY * DAY]
+    print(f"read {len(jobs):,} jobs: {time.process_time() - started:.2f} s CPU")
+    settings = AdviceSettings()
+    fit, _ = split_history(jobs, ValidationSplit(share=0.25), settings.half_life_s, settings.fit_window_s)
+    profiler = cProfile.Profile()
+    started = time.process_time()
+    profiler.enable()
+    score_replay(policy, fit, engine)
+    profiler.disable()
+    print(f"one replay of {fit.days:.2f} days ({len(fit.jobs):,} jobs, {engine}): "
+          f"{time.process_time() - started:.1f} s CPU with the profiler; {uptime()}")  # fmt: skip
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(15)
+
+
 # -- the command as a user runs it ---------------------------------------------------------------------
 def cli_run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -311,9 +338,12 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="e.g. 704:commons (repeatable)")
     ap.add_argument("--json", type=Path, default=None, help="write the holdout figures here")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--profile", metavar="ENGINE", default=None, help="cProfile one fit-window replay")
     args = ap.parse_args()
-    if not (args.timing or args.holdout or args.cli):
-        ap.error("choose --timing, --holdout and/or --cli")
+    if not (args.timing or args.holdout or args.cli or args.profile):
+        ap.error("choose --timing, --holdout, --cli and/or --profile ENGINE")
+    if args.profile:
+        profile(args.profile)
     if args.timing:
         timing(args.repeat)
     if args.holdout:

@@ -1,7 +1,8 @@
 """`commons advise`: recommend quotas from usage history (file in, file out; no server).
 
     commons advise --policy commons.yaml --history trace.csv [--objective balanced|wait|guarantee]
-                   [--validate last:25%] [--half-life 14d] [--max-change 25%] [--whole-nodes]
+                   [--validate last:25%] [--fit-window 10d] [--half-life 14d] [--max-change 25%]
+                   [--whole-nodes]
                    [--out proposed.yaml] [--json] [--plot waits.png] [--check-trace trace.csv]
 
 With a job trace (docs/design.md, contract 2) the quotas are searched for by replaying the history under each
@@ -212,6 +213,11 @@ def advise(
         "--max-regression",
         help="No team's p95 wait may grow by more than this (both under 1h: exempt).",
     ),
+    fit_window: str = typer.Option(
+        "10d",
+        "--fit-window",
+        help="Replay only this much history before the validation days while searching (all: every day).",
+    ),
     max_change: str | None = typer.Option(
         None,
         "--max-change",
@@ -221,7 +227,7 @@ def advise(
         None, "--step", help="GPUs per move of the search (default: one node of the pool)."
     ),
     max_replays: int = typer.Option(
-        32, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
+        24, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
     ),
     workers: int = typer.Option(2, "--workers", help="Processes that replay at once (1: in this process)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the week-block bootstrap."),
@@ -289,7 +295,7 @@ def advise(
     settings = _settings(
         objective or "balanced",
         validate,
-        half_life,
+        (half_life, fit_window),
         max_regression,
         max_change,
         step,
@@ -398,7 +404,7 @@ def _share(text: str, option: str) -> float:
 def _settings(
     objective: str,
     validate: str,
-    half_life: str,
+    windows: tuple[str, str],
     max_regression: str,
     max_change: str | None,
     step: int | None,
@@ -426,6 +432,7 @@ def _settings(
         search = SearchSettings(max_replays=max_replays, step_gpus=step)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    half_life, fit_window = windows
     decay: float | None = None
     if half_life.strip().lower() != "none":
         try:
@@ -434,11 +441,20 @@ def _settings(
             raise fail(f"--half-life: {exc}") from None
         if decay <= 0:
             raise fail("--half-life must be longer than 0s (or none)")
+    fit_window_s: float | None = None
+    if fit_window.strip().lower() != "all":
+        try:
+            fit_window_s = float(parse_duration(fit_window.strip()))
+        except ValueError as exc:
+            raise fail(f"--fit-window: {exc} (or all)") from None
+        if fit_window_s <= 0:
+            raise fail("--fit-window must be longer than 0s (or all)")
     return AdviceSettings(
         objective=the_objective,
         max_regression=_share(max_regression, "--max-regression"),
         validate=split,
         half_life_s=decay,
+        fit_window_s=fit_window_s,
         whole_nodes=whole_nodes,
         max_change=cap,
         engine=engine,
@@ -601,7 +617,7 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = Fals
                 short_duration(j.fit.mean_p95_s),
                 short_duration(j.validation.mean_p95_s),
                 short_duration(j.validation.violation_s),
-                "yes" if j.fit_verdict.feasible and j.validation_verdict.feasible else "no",
+                " / ".join("yes" if v.feasible else "no" for v in (j.fit_verdict, j.validation_verdict)),
             ]
         )
     baseline_columns = (
@@ -609,7 +625,7 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = Fals
         _figure("mean p95 fit"),
         _figure("validation"),
         _figure("owed (val.)", drop=1),
-        _figure("rules kept"),
+        _figure("rules kept fit / val."),
     )
     print_table(console, baseline_columns, baselines, wide, title="same replays, other sizings")
     colour = "green" if advice.chosen is not None else "yellow"

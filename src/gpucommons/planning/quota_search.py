@@ -39,7 +39,7 @@ SearchProgress = Callable[[int, int, str], None]
 @dataclass(frozen=True, slots=True)
 class SearchSettings:
     #: Fit-window replays the search may spend in all, seeds included.
-    max_replays: int = 32
+    max_replays: int = 24
     #: Moves replayed per round (two processes replay two at a time).
     batch: int = 4
     #: Move sizes, in steps, largest first.

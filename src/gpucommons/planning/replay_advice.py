@@ -2,10 +2,14 @@
 
     fit, validation = split_history(jobs)          # rolling time split, older part decayed
     today  = replay(today's quotas) on both
-    search = seeds + screened moves, on fit        # gpucommons.planning.quota_search
-    finalists = the search's last points + the best seeds, replayed on validation
-    chosen = the best finalist on validation that keeps every rule on fit *and* on validation
-             and whose mean p95 wait beats today's there; if none: keep today's quotas
+    search = every seed + screened moves, on fit   # gpucommons.planning.quota_search
+    finalists = the search's last points, the best seeds and every baseline, replayed on validation
+    chosen = the finalist with the best validation score among those that keep every rule on the
+             validation days and beat today's there; if none: keep today's quotas
+
+The choice is made on the validation days only: the fit days are in-sample for the search, so a
+fit-day score says little about next month. Every baseline is a finalist, so the chosen quotas
+are never worse on the validation days than the best baseline that keeps the rules there.
 
 Baselines (today, equal split, proportional to mean demand, the median rule) go through the same
 replays so the report shows what the search bought. Pure: replays come from the caller's
@@ -28,9 +32,10 @@ from gpucommons.planning.replay_score import HOUR, ReplayScore, ValidationSplit,
 from gpucommons.planning.whatif import short_duration
 from gpucommons.sim import SimJob
 
-#: How many points of the search path, and how many seeds, go on to validation.
-PATH_FINALISTS = 3
-SEED_FINALISTS = 3
+#: How many points of the search path, and how many seeds, go on to validation (the baselines
+#: always do). Each finalist costs a validation replay, so these are kept small.
+PATH_FINALISTS = 2
+SEED_FINALISTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,8 @@ class AdviceSettings:
     exempt_below_s: float = HOUR
     validate: ValidationSplit = field(default_factory=lambda: ValidationSplit(share=0.25))
     half_life_s: float | None = 14 * 86400.0
+    #: The fit window: this many seconds before the validation days (None: all of them).
+    fit_window_s: float | None = 10 * 86400.0
     whole_nodes: bool = False
     max_change: MaxChange = field(default_factory=MaxChange)
     engine: str = "commons"
@@ -164,11 +171,30 @@ def _team_changes(space: QuotaSpace, today: Judged, result: Judged, chosen: bool
     return tuple(out)
 
 
+def _fit_caveat(best: Judged) -> str:
+    """What the chosen quotas break on the fit days, said rather than hidden (validation decides)."""
+    if best.fit_verdict.feasible:
+        return ""
+    regressions = best.fit_verdict.regressions
+    if regressions:
+        team, (before, after) = sorted(regressions.items())[0]
+        return (
+            f"; on the older fit days {team} would have waited longer "
+            f"({short_duration(before)} → {short_duration(after)} at p95)"
+        )
+    return "; on the older fit days it breaks the rules (more guarantee violations or jobs that never start)"
+
+
 def _choose(
     today: Judged, finalists: Sequence[Judged], space: QuotaSpace, objective: Objective
 ) -> tuple[Judged | None, str]:
+    """The finalist with the best validation score that keeps the rules there and beats today's.
+
+    Only the validation days decide: the fit days are what the search optimised, so a candidate's
+    fit score is in-sample and breaks ties only. Ties then go to the smaller move.
+    """
     eligible = [f for f in finalists if f.vector != today.vector and space.contains(f.vector)]
-    good = [f for f in eligible if f.fit_verdict.feasible and f.validation_verdict.feasible]
+    good = [f for f in eligible if f.validation_verdict.feasible]
     base = today.validation.mean_p95_s
     if objective is Objective.GUARANTEE:
         better = [
@@ -181,18 +207,22 @@ def _choose(
     if better:
         best = min(
             better,
-            key=lambda f: (f.validation_verdict.key(objective), space.moved_gpus(today.vector, f.vector)),
+            key=lambda f: (
+                f.validation_verdict.key(objective),
+                f.fit_verdict.key(objective),
+                space.moved_gpus(today.vector, f.vector),
+            ),
         )
         return best, (
             f"{best.label}: mean p95 wait {short_duration(base)} → "
             f"{short_duration(best.validation.mean_p95_s)} on the validation days it never saw, "
-            "no team worse beyond the allowed margin"
+            "no team worse beyond the allowed margin there" + _fit_caveat(best)
         )
     if not eligible:
         return None, "keep today's quotas: the search found no other quotas to try"
     closest = min(eligible, key=lambda f: f.validation_verdict.key(objective))
     if not good:
-        worst = closest.validation_verdict.regressions or closest.fit_verdict.regressions
+        worst = closest.validation_verdict.regressions
         if worst:
             team, (before, after) = sorted(worst.items())[0]
             return None, (
@@ -217,7 +247,7 @@ def advise_by_replay(
     on_progress: SearchProgress | None = None,
 ) -> ReplayAdvice:
     """Search, validate, choose. `evaluate_for(space, windows)` gives the (cached, parallel) replayer."""
-    fit, validation = split_history(jobs, settings.validate, settings.half_life_s)
+    fit, validation = split_history(jobs, settings.validate, settings.half_life_s, settings.fit_window_s)
     pools = demand_pools(policy, jobs)
     largest = largest_jobs(policy, jobs)
     space = build_space(
@@ -257,6 +287,8 @@ def advise_by_replay(
         candidates.setdefault(s.vector, s.label)
     for name, vector in reported.items():
         candidates.setdefault(vector, name)
+        if not space.contains(vector):  # outside --max-change or a job floor: its nearest allowed form
+            candidates.setdefault(space.project(vector), f"{name} (within the limits)")
     progress(trace.replays, planned, f"validating {len(candidates)} candidates on the newest days")
     vectors = list(candidates)
     requests = [(v, w) for v in vectors for w in ("fit", "validation")]

@@ -4,7 +4,7 @@ Shape (stable; seconds are floats rounded to 0.1 s, GPUs integers):
 
     {"method": "replay",
      "objective": {"name", "text", "max_regression", "exempt_below_s", "engine", "half_life_s",
-                   "validate", "max_change", "whole_nodes", "seed"},
+                   "fit_window_s", "validate", "max_change", "whole_nodes", "seed"},
      "windows": {"fit": {"start_s", "end_s", "jobs"}, "validation": {...}},
      "search": {"replays", "stopped", "tried": [{"label", "nominal": {team: gpus}, "fit_mean_p95_s",
                 "feasible"}]},
@@ -86,6 +86,7 @@ def replay_advice_to_data(advice: ReplayAdvice) -> dict[str, Any]:
             "exempt_below_s": s.exempt_below_s,
             "engine": s.engine,
             "half_life_s": s.half_life_s,
+            "fit_window_s": s.fit_window_s,
             "validate": s.validate.describe(),
             "max_change": s.max_change.describe(),
             "whole_nodes": s.whole_nodes,

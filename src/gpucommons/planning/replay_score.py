@@ -88,25 +88,39 @@ class SplitError(ValueError):
 
 
 def split_history(
-    jobs: Sequence[SimJob], validate: ValidationSplit, half_life_s: float | None
+    jobs: Sequence[SimJob],
+    validate: ValidationSplit,
+    half_life_s: float | None,
+    fit_window_s: float | None = None,
 ) -> tuple[Window, Window]:
-    """The fit window (older, decayed) and the validation window (newer, every job weighs 1)."""
+    """The fit window (older, decayed) and the validation window (newer, every job weighs 1).
+
+    `fit_window_s` keeps only the newest that many seconds before the validation days in the fit
+    window. Every search replay is of the fit window, so its length is the search's cost; the
+    decay already says older jobs matter less (at a 14-day half-life a job 10 days older weighs
+    0.6). None: the whole older part.
+    """
     if not jobs:
         raise SplitError("the history has no jobs")
+    if fit_window_s is not None and fit_window_s <= 0:
+        raise SplitError("the fit window must be longer than 0")
     start = min(j.submit_s for j in jobs)
     last = max(j.submit_s for j in jobs)
     end = last + 1.0  # windows are half-open; the last job belongs to the history
     cut = validate.cut(start, end)
-    fit = tuple(j for j in jobs if j.submit_s < cut)
+    fit_start = start if fit_window_s is None else max(start, cut - fit_window_s)
+    fit = tuple(j for j in jobs if fit_start <= j.submit_s < cut)
     validation = tuple(j for j in jobs if j.submit_s >= cut)
     if cut <= start or not fit:
         raise SplitError(
             f"--validate {validate.describe()} leaves no jobs to fit on "
-            f"(the history spans {(end - start) / DAY:.1f} days)"
+            f"(the history spans {(end - start) / DAY:.1f} days"
+            + ("" if fit_window_s is None else f", the fit window is the {fit_window_s / DAY:g} days before")
+            + ")"
         )
     if not validation:
         raise SplitError(f"--validate {validate.describe()} leaves no jobs to validate on")
-    return Window("fit", start, cut, fit, half_life_s), Window("validation", cut, end, validation, None)
+    return Window("fit", fit_start, cut, fit, half_life_s), Window("validation", cut, end, validation, None)
 
 
 @dataclass(frozen=True, slots=True)

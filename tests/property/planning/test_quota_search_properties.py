@@ -4,7 +4,8 @@
   (capacity less the quotas kept as they are), in whole nodes with `--whole-nodes`;
 - the proposal is always a policy the policy checks accept (dump → parse_policy);
 - `--max-change` is never exceeded;
-- the same inputs and seed give the same advice, however the replays are run.
+- the same inputs and seed give the same advice, however the replays are run;
+- the choice is never worse on the validation days than today's quotas or any baseline.
 """
 
 from __future__ import annotations
@@ -128,3 +129,29 @@ def test_the_proposal_always_passes_the_policy_checks_and_the_same_seed_gives_th
     assert one.why == two.why
     assert one.bootstrap == two.bootstrap
     assert [t.reason for t in one.teams] == [t.reason for t in two.teams]
+
+
+@ADVISOR
+@given(cases())
+def test_the_choice_is_never_worse_on_the_validation_days_than_today_or_any_baseline(
+    case: tuple[Policy, list[SimJob], bool, MaxChange],
+) -> None:
+    """Every baseline (or its form within --max-change) is a finalist, and only validation decides.
+
+    So the advice, or "keep today's quotas", scores on the validation days at least as well as
+    today's and as every baseline that keeps the rules there.
+    """
+    p, jobs, whole, cap = case
+    advice = _advise(p, jobs, whole, cap)
+    objective = advice.settings.objective
+    result = advice.result.validation_verdict.key(objective)
+    assert advice.result.validation.mean_p95_s <= advice.today.validation.mean_p95_s
+    for name, baseline in advice.baselines.items():
+        if name == "today":
+            continue
+        space = advice.space
+        form = baseline.vector if space.contains(baseline.vector) else space.project(baseline.vector)
+        finalist = next((f for f in advice.finalists if f.vector == form), None)
+        assert finalist is not None, f"{name} never reached the validation days"
+        if finalist.validation_verdict.feasible and finalist.vector != advice.today.vector:
+            assert result <= finalist.validation_verdict.key(objective), (name, advice.why)

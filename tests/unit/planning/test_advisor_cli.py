@@ -167,6 +167,8 @@ def test_bad_trace_rows_are_refused_by_the_trace_reader(small_policy: Path, tmp_
         (["--validate", "25%"], "--validate '25%': give last:P%"),
         (["--max-change", "lots"], "--max-change 'lots'"),
         (["--half-life", "soon"], "--half-life: 'soon' is not a duration"),
+        (["--fit-window", "soon"], "--fit-window: 'soon' is not a duration"),
+        (["--fit-window", "0s"], "--fit-window must be longer than 0s (or all)"),
         (["--workers", "0"], "--workers must be at least 1"),
         (["--rule", "--objective", "wait"], "--rule and --objective exclude each other"),
     ],

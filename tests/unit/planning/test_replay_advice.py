@@ -59,6 +59,16 @@ def test_the_validation_window_is_the_newest_share_of_the_history() -> None:
     assert len(last_day.jobs) == 36
 
 
+def test_the_fit_window_keeps_only_the_newest_days_before_validation() -> None:
+    day = 86400.0
+    jobs = [job(f"j{i}", "a", i * day / 4, 10, 1) for i in range(4 * 40)]  # 40 days, 4 jobs a day
+    fit, validation = split_history(jobs, ValidationSplit.parse("last:10d"), 14 * day, 7 * day)
+    assert fit.end_s == validation.start_s and fit.start_s == pytest.approx(fit.end_s - 7 * day)
+    assert len(fit.jobs) == 28 and min(j.submit_s for j in fit.jobs) >= fit.start_s
+    whole, _ = split_history(jobs, ValidationSplit.parse("last:10d"), 14 * day, None)
+    assert len(whole.jobs) == 120 and whole.start_s == 0.0
+
+
 @pytest.mark.parametrize("text", ["25%", "last:", "last:0%", "last:100%", "last:-3d", "first:10%"])
 def test_a_validation_split_it_cannot_read_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="--validate"):
