@@ -1,0 +1,293 @@
+"""The scheduler's watch over live attempts: settle the ended, escalate stops, warn about checkpoints.
+
+Every cycle polls the cached handles of the live attempts; every `tick` seconds (or at once for a task
+the API touched) it reads every live row and looks after each by its state: a cancel request or an
+exceeded `max_runtime` starts a stop (the class's signal, SIGKILL after its grace period), a stop
+whose grace period is over is escalated, a task that declared `every:X` checkpoints but reported
+nothing for 2X gets a warning event, and the engine learns each attempt's unsaved GPU-seconds.
+
+An attempt that ended is settled in the same transaction: its ledger interval closes, its GPUs go
+(one DELETE for the whole cycle), and the task goes back to the queue or to its final state. What
+one transaction releases travels in a `Release`, not in the scheduler's fields; the attempts it
+settled are released by the executor (exit files deleted) only once it has committed.
+
+It exists apart from the scheduler (`scheduler.py`) so that the lifecycle and the store mirror read
+on their own; the actions on the engine's decisions are in `scheduler_actuator`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle
+from gpucommons.domain.model import Policy, PriorityClass
+from gpucommons.domain.stopping import StopAction, StopPlan, next_stop_step, parse_signal
+from gpucommons.domain.task import CheckpointMode, TaskState
+from gpucommons.engine.state import ClusterState
+from gpucommons.ledger.interval import EndReason
+from gpucommons.server.services.checkpoints import last_saved_at, unsaved_gpu_seconds
+from gpucommons.server.services.ledger import close_interval, open_intervals
+from gpucommons.server.services.lifecycle import record_event, switch_task_state
+from gpucommons.server.services.tasks import LIVE_STATES
+from gpucommons.server.workers.attempts import (
+    clear_attempt,
+    ended_at,
+    handle_of,
+    lost_gpu_seconds,
+    outcome,
+)
+from gpucommons.store.db import Database
+from gpucommons.store.models import GpuAllocationRow, TaskRow, UsageIntervalRow
+
+
+@dataclass
+class Release:
+    """What one transaction releases: the tasks whose GPU allocations go in one DELETE at its end
+    (`flush`), the open ledger intervals read up front for the attempts it settles, and those
+    attempts, for the executor to release once the transaction has committed."""
+
+    session: Session
+    intervals: dict[str, list[UsageIntervalRow]] = field(default_factory=dict)
+    freeing: list[str] = field(default_factory=list)
+    settled: list[Handle] = field(default_factory=list)
+
+    @classmethod
+    def reading(cls, session: Session, task_ids: Collection[str]) -> Release:
+        """A release whose attempts' open intervals are read in one query."""
+        return cls(session, open_intervals(session, task_ids))
+
+    def resources(self, row: TaskRow, at: float, reason: EndReason, lost: float) -> None:
+        """Free the task's GPUs (at `flush`) and close its ledger interval."""
+        self.freeing.append(row.id)
+        close_interval(self.session, row, at, reason, lost, self.intervals)
+
+    def flush(self) -> None:
+        """One DELETE for every task released so far."""
+        if self.freeing:
+            self.session.execute(
+                delete(GpuAllocationRow)
+                .where(GpuAllocationRow.task_id.in_(self.freeing))
+                .execution_options(synchronize_session=False)
+            )
+            self.freeing = []
+
+
+def release_resources(session: Session, row: TaskRow, at: float, reason: EndReason, lost: float) -> None:
+    """Free one task's GPUs and close its ledger interval now (outside a cycle's watch)."""
+    release = Release(session)
+    release.resources(row, at, reason, lost)
+    release.flush()
+
+
+class SupervisorHost(Protocol):
+    """The scheduler the supervisor works for."""
+
+    db: Database
+    executor: Executor
+    clock: Clock
+    tick_s: float
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+
+class AttemptSupervisor:
+    """The live attempts (by task id, polled without reading the store) and their watch (module
+    docstring). The caller holds the scheduler's `lock`."""
+
+    def __init__(self, host: SupervisorHost) -> None:
+        self.host = host
+        #: Live attempts by task id: polled every cycle without reading the store.
+        self.handles: dict[str, Handle] = {}
+        #: Tasks the API changed (cancel, checkpoint): supervised at the next cycle.
+        self.dirty: set[str] = set()
+        self.supervised_at = float("-inf")
+
+    def reset(self, handles: dict[str, Handle]) -> None:
+        """After a rebuild: these attempts, every one supervised at the next cycle."""
+        self.handles = handles
+        self.supervised_at = float("-inf")
+
+    def watch(self, now: float) -> int:
+        """Settle ended attempts (every cycle, by polling the cached handles) and supervise the live
+        ones (stops, max_runtime, checkpoints: every `tick` seconds, or at once when the API touched
+        one), so a busy cycle costs one poll per attempt, not a read of every live row."""
+        executor = self.host.executor
+        ended_ids = [tid for tid, handle in self.handles.items() if executor.poll(handle) is not None]
+        full = now - self.supervised_at >= self.host.tick_s
+        dirty, self.dirty = self.dirty, set()
+        if not ended_ids and not full and not dirty:
+            return 0
+        ended = 0
+        with self.host.db.session() as session, session.no_autoflush:
+            query = select(TaskRow).where(TaskRow.state.in_(LIVE_STATES))
+            if not full:
+                query = query.where(TaskRow.id.in_([*ended_ids, *dirty]))
+            rows = session.scalars(query.order_by(TaskRow.seq)).all()
+            release = Release.reading(session, ended_ids)
+            for row in rows:
+                handle = handle_of(row)
+                if handle is None:
+                    continue
+                self.handles.setdefault(row.id, handle)
+                status = executor.poll(handle)
+                if status is not None:
+                    self.settle(release, row, handle, status, now)
+                    ended += 1
+                    continue
+                self._supervise(session, row, handle, now)
+            release.flush()
+        # Released (exit files deleted) only now that the transaction has committed: a crash before
+        # the commit must leave the files for the next leader to settle the attempts from.
+        for handle in release.settled:
+            with contextlib.suppress(Exception):
+                executor.release(handle)
+        if full:
+            self.supervised_at = now
+        return ended
+
+    # --- a live attempt, by its state --------------------------------------------------------------
+
+    def _supervise(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
+        if row.stop_requested_at is None:
+            self._running(session, row, handle, now)
+        if row.stop_requested_at is not None and row.killed_at is None:
+            self._stopping(session, row, handle, now)
+        self._checkpoint_watch(session, row, now)
+        if self.host.state.running(row.id) is not None:
+            saved = last_saved_at(row.started_at, row.last_checkpoint_at)
+            self.host.state.set_unsaved_work(
+                row.id, unsaved_gpu_seconds(row.checkpoint_mode, row.gpus, saved, now)
+            )
+
+    def _running(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
+        """No stop yet: start one for a cancel request or an exceeded max_runtime."""
+        pclass = self._class(row.priority_class)
+        if row.cancel_requested:
+            self.begin_stop(session, row, handle, "cancelled", now, "cancel requested: stopping")
+        elif (
+            pclass is not None
+            and pclass.max_runtime_s is not None
+            and row.started_at is not None
+            and now - row.started_at >= pclass.max_runtime_s
+        ):
+            self.begin_stop(
+                session,
+                row,
+                handle,
+                "max_runtime",
+                now,
+                f"ran for its class's max_runtime ({pclass.max_runtime_s}s): stopping",
+            )
+
+    def _stopping(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
+        """Signalled, not yet killed: SIGKILL once the grace period is over."""
+        plan = self._stop_plan(row)
+        step = next_stop_step(plan, now, signal_sent=True, kill_sent=False)
+        if step.action is StopAction.KILL:
+            self.host.executor.kill(handle)
+            row.killed_at = now
+            record_event(session, row, "killed", now, f"grace period of {plan.grace_s:g}s over: SIGKILL")
+
+    def _checkpoint_watch(self, session: Session, row: TaskRow, now: float) -> None:
+        """A task that declared `every:X` but reported nothing for 2X gets a warning event."""
+        if row.checkpoint_mode != CheckpointMode.EVERY.value or not row.checkpoint_interval_s:
+            return
+        if row.state != TaskState.RUNNING.value or row.started_at is None:
+            return
+        since = max(
+            x for x in (row.started_at, row.last_checkpoint_at, row.checkpoint_warned_at) if x is not None
+        )
+        if now - since >= 2 * row.checkpoint_interval_s:
+            row.checkpoint_warned_at = now
+            silent = now - (last_saved_at(row.started_at, row.last_checkpoint_at) or now)
+            record_event(
+                session,
+                row,
+                "warning",
+                now,
+                f"no checkpoint reported for {silent:.0f}s although the task declared "
+                f"every:{row.checkpoint_interval_s}s; a preemption now would lose that work",
+            )
+
+    # --- stops ----------------------------------------------------------------------------------------
+
+    def _class_signal(self, priority_class: str) -> int:
+        pclass = self._class(priority_class)
+        try:
+            return parse_signal(pclass.signal) if pclass is not None else int(signal.SIGTERM)
+        except ValueError:
+            return int(signal.SIGTERM)
+
+    def _class(self, name: str) -> PriorityClass | None:
+        try:
+            return self.host.policy.priority_class(name)
+        except KeyError:
+            return None
+
+    def _stop_plan(self, row: TaskRow) -> StopPlan:
+        issued = row.stop_requested_at if row.stop_requested_at is not None else self.host.clock.now()
+        grace = (row.stop_deadline - issued) if row.stop_deadline is not None else 0.0
+        return StopPlan(issued_at=issued, grace_s=grace, signum=self._class_signal(row.priority_class))
+
+    def begin_stop(
+        self, session: Session, row: TaskRow, handle: Handle, reason: str, now: float, message: str
+    ) -> None:
+        """Send the class's signal; the grace period until SIGKILL starts now."""
+        pclass = self._class(row.priority_class)
+        grace = pclass.grace_period_s if pclass is not None else 30
+        row.stop_reason = reason
+        row.stop_requested_at = now
+        row.stop_deadline = now + grace
+        plan = self._stop_plan(row)
+        self.host.executor.signal(handle, plan.signum)
+        sig = signal.Signals(plan.signum).name
+        record_event(session, row, "signal", now, f"{message}; sent {sig}, SIGKILL after {grace}s")
+
+    # --- an attempt ended ------------------------------------------------------------------------------
+
+    def settle(self, release: Release, row: TaskRow, handle: Handle, status: ExitStatus, now: float) -> None:
+        """The attempt ended: close its interval, free its GPUs, requeue or finish the task."""
+        session = release.session
+        state = self.host.state
+        at = ended_at(handle, now, row.started_at, status)
+        new_state, reason, message = outcome(row, status)
+        lost = lost_gpu_seconds(row, at) if reason is EndReason.PREEMPTED else 0.0
+        release.resources(row, at, reason, lost)
+        row.exit_code = (
+            status.code if status.code is not None else (-status.signal if status.signal else None)
+        )
+        if new_state is TaskState.PENDING:
+            row.lost_gpu_seconds += lost
+            if row.state != TaskState.PREEMPTING.value:
+                switch_task_state(session, row, TaskState.PREEMPTING, at, "attempt ended; requeueing")
+            row.restart_count += 1
+            row.queued_at = at
+            switch_task_state(
+                session,
+                row,
+                TaskState.PENDING,
+                at,
+                message + (f"; lost {lost:.0f} GPU-s" if lost else ""),
+            )
+            clear_attempt(row)
+            if state.running(row.id) is not None:
+                state.requeue(row.id, at)
+        else:
+            row.finished_at = at
+            switch_task_state(session, row, new_state, at, message)
+            clear_attempt(row, keep_placement=True)
+            if state.running(row.id) is not None:
+                state.finish(row.id, at)
+        self.handles.pop(row.id, None)
+        release.settled.append(handle)
