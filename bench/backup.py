@@ -18,7 +18,6 @@ second of CPU for each, and the last line `backup rows=… sqlite_backup_s=… p
 from __future__ import annotations
 
 import argparse
-import secrets
 import sqlite3
 import tempfile
 import time
@@ -26,15 +25,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
-
 from gpucommons.store.backup import backup
 from gpucommons.store.db import Database
 from gpucommons.store.migrate import upgrade
 from gpucommons.store.restore import restore
 from gpucommons.store.snapshot import SnapshotInfo
+from gpucommons.testing.postgres import PostgresUnavailable, scratch_database
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 EVENTS = [(None, "pending"), ("pending", "admitted"), ("admitted", "running"), ("running", "succeeded")]
 
 
@@ -72,16 +69,10 @@ def build(path: Path, tasks: int) -> None:
 @contextmanager
 def fresh_postgres() -> Iterator[str]:
     try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        raise SystemExit(f"PostgreSQL does not answer at 127.0.0.1:5432: {exc}") from None
-    name = f"commons_backup_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+        with scratch_database("commons_backup", connect_timeout=3) as url:
+            yield url
+    except PostgresUnavailable as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def timed(what: str, rows: int, work: Callable[[], object], results: dict[str, float]) -> None:

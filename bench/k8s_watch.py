@@ -48,7 +48,7 @@ import httpx
 import psycopg
 
 from gpucommons.testing.fake_k8s import RUN_SECONDS, FakeCluster
-from gpucommons.testing.postgres import PG_ADMIN_URL
+from gpucommons.testing.postgres import PostgresUnavailable, scratch_database
 
 WATCHED = {"Workload", "Job", "Pod"}
 
@@ -199,10 +199,15 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between looks at the ledger")
     parser.add_argument("--timeout", type=float, default=3600.0)
     args = parser.parse_args()
+    try:
+        with scratch_database("commons_k8s_watch", connect_timeout=3) as database_url:
+            return run(args, database_url)
+    except PostgresUnavailable as exc:
+        raise SystemExit(str(exc)) from None
 
-    admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    name = f"commons_k8s_watch_{os.getpid()}"
-    admin.execute(f'CREATE DATABASE "{name}"')
+
+def run(args: argparse.Namespace, database_url: str) -> int:
+    """The benchmark on a fresh database (`database_url`)."""
     work = Path(tempfile.mkdtemp(prefix="commons-k8s-watch-"))
     server: subprocess.Popen[bytes] | None = None
     child: multiprocessing.process.BaseProcess | None = None
@@ -223,7 +228,7 @@ def main() -> int:
         policy = work / "policy.yaml"
         policy.write_text(policy_text(args.teams, args.nodes, args.gpus_per_node))
         port = _free_port()
-        env = dict(os.environ, COMMONS_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}")
+        env = dict(os.environ, COMMONS_DATABASE_URL=database_url)
         env.pop("COMMONS_HOME", None)
         log = (work / "server.log").open("wb")
         argv = [sys.executable, "-m", "gpucommons", "up", "--policy", str(policy)]
@@ -312,8 +317,6 @@ def main() -> int:
             child.join(10)
             if child.is_alive():
                 child.kill()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 def _cpu_seconds(pid: int) -> float:
