@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import TypeAdapter
+from pydantic import AfterValidator, TypeAdapter
 from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
@@ -83,6 +83,14 @@ def submit_batch(
     return out
 
 
+def _cursor(value: str | None) -> str | None:
+    """A cursor is a task's submission number, which fits its integer column: a larger one was never
+    given out (and PostgreSQL would refuse to compare it with the column)."""
+    if value is not None and int(value) > INT32_MAX:
+        raise ValueError(f"not a cursor of this server: task numbers end at {INT32_MAX}")
+    return value
+
+
 def _require_image(ctx: ServerContext, body: schemas.TaskSubmit) -> None:
     """On a cluster backend a task runs in a container: it needs an image (its own or the default)."""
     if ctx.traits.admits is Admitter.CLUSTER and not (body.image or ctx.settings.default_image):
@@ -110,6 +118,7 @@ def list_tasks(
             pattern="^[0-9]{1,18}$",
             description="The cursor of the previous page (its `Link: rel=next` or `X-Next-Cursor`)",
         ),
+        AfterValidator(_cursor),
     ] = None,
 ) -> Response:
     """Newest first. When more tasks follow, the answer's `Link` header (`rel="next"`) and
