@@ -8,7 +8,10 @@ so a restarted server finds the job again by id (`find_attempt` by the job's nam
 
 Watching costs one `squeue --states=all` per round for every job (`refresh_s`), not one call per
 attempt: the scheduler polls every handle each cycle and reads this round's snapshot; only a job that
-ended other than COMPLETED costs one `scontrol show job ID` more, for its exit code. The nodes are read every
+ended other than COMPLETED costs one `scontrol show job ID` more, for its exit code. Between rounds,
+every `mark_s`, the watcher looks for the end marks batch scripts leave (`end_marks`): a job is then
+reported ended as soon as Slurm says its script has returned, and its GPUs go to the next task while
+Slurm is still cleaning up, instead of up to a round later. The nodes are read every
 `inventory_s`: a node that is down, drained or not responding is out of service for the engine, and an
 attempt on a node that is down or does not answer is reported lost at once (its task is requeued or
 failed by the scheduler), and cancelled.
@@ -38,10 +41,11 @@ from gpucommons.backends.ports import (
 )
 from gpucommons.backends.slurm.accounts import team_account
 from gpucommons.backends.slurm.client import SlurmClient, SlurmError
+from gpucommons.backends.slurm.end_marks import EndMarks
 from gpucommons.backends.slurm.inventory import SlurmInventory, build_inventory
 from gpucommons.backends.slurm.jobs import JobParseError, JobPhase, SlurmJob
 from gpucommons.backends.slurm.nodes import NodeParseError
-from gpucommons.backends.slurm.submit import RunAs, SlurmSubmission, SubmitError
+from gpucommons.backends.slurm.submit import RunAs, SlurmSubmission, SubmitError, end_mark_path
 from gpucommons.backends.slurm.tracking import (
     PlacementError,
     exit_status,
@@ -87,6 +91,7 @@ class SlurmExecutor(ExecutorBase):
         accounts: TeamAccounts | None = None,
         refresh_s: float = 0.2,
         inventory_s: float = 2.0,
+        mark_s: float = 0.02,
         clock: Callable[[], float] = time.time,
         log_dir: Path | None = None,
     ) -> None:
@@ -99,6 +104,7 @@ class SlurmExecutor(ExecutorBase):
         self.accounts = accounts
         self.refresh_s = refresh_s
         self.inventory_s = inventory_s
+        self.mark_s = mark_s
         self._clock = clock
         self._lock = threading.RLock()
         self._policy: Policy | None = None
@@ -112,6 +118,7 @@ class SlurmExecutor(ExecutorBase):
         self._submitted: dict[str, float] = {}
         #: Statuses already reported, so a second poll answers the same once Slurm forgets the job.
         self._ended: dict[str, ExitStatus] = {}
+        self._marks = EndMarks()
         self._teams_by_account: dict[str, str] = {}
         self._wake: Callable[[], None] | None = None
         self._watcher: threading.Thread | None = None
@@ -126,9 +133,11 @@ class SlurmExecutor(ExecutorBase):
             self._read_nodes()
 
     def _read_nodes(self) -> None:
-        """Nodes → pools (caller holds `_lock`). A failure keeps the last inventory: a controller
-        that does not answer for a moment must not empty the cluster."""
-        if self._policy is None:
+        """Nodes → pools. The commands run without `_lock` (the watcher calls this: polls and starts
+        must not wait for Slurm); the result is swapped in under it. A failure keeps the last
+        inventory: a controller that does not answer for a moment must not empty the cluster."""
+        policy = self._policy
+        if policy is None:
             return
         self._inventory_at = time.monotonic()
         try:
@@ -136,14 +145,15 @@ class SlurmExecutor(ExecutorBase):
         except (SlurmError, NodeParseError) as exc:
             log.warning("cannot read the Slurm nodes: %s", exc)
             return
-        inventory = build_inventory(nodes, self._policy.pools, self.partition)
-        if self._inventory is None or inventory.notes != self._inventory.notes:
-            for note in inventory.notes:
-                log.warning("slurm inventory: %s", note)
-        self._inventory = inventory
-        self._order = pool_nodes(nodes, inventory)
-        self._out = out_of_service(inventory, self._order, {p.name: p.nodes for p in self._policy.pools})
-        self._lost_nodes = frozenset(inventory.lost_nodes())
+        inventory = build_inventory(nodes, policy.pools, self.partition)
+        order = pool_nodes(nodes, inventory)
+        out = out_of_service(inventory, order, {p.name: p.nodes for p in policy.pools})
+        with self._lock:
+            if self._inventory is None or inventory.notes != self._inventory.notes:
+                for note in inventory.notes:
+                    log.warning("slurm inventory: %s", note)
+            self._inventory, self._order, self._out = inventory, order, out
+            self._lost_nodes = frozenset(inventory.lost_nodes())
 
     def check(self) -> int:
         """Read the nodes now (start-up): how many; raises SlurmError when the controller does not
@@ -181,29 +191,38 @@ class SlurmExecutor(ExecutorBase):
         return self._snapshot
 
     def on_exit(self, wake: Callable[[], None]) -> None:
-        """Watch Slurm in a thread of our own: one squeue per `refresh_s`, the nodes every
-        `inventory_s`; `wake` the scheduler when one of our jobs has ended or a node was lost."""
+        """Watch Slurm in threads of our own: one squeue per `refresh_s` and the nodes every
+        `inventory_s` in one, the end marks every `mark_s` in another (a round of squeue on a
+        busy controller would otherwise hold them up); `wake` the scheduler when one of our jobs has
+        ended or a node was lost."""
         self._wake = wake
         if self._watcher is None:
             self._watcher = threading.Thread(target=self._watch_loop, name="commons-slurm-watch", daemon=True)
             self._watcher.start()
+            marks = threading.Thread(target=self._marks_loop, name="commons-slurm-marks", daemon=True)
+            marks.start()
 
     def close(self) -> None:
         self._closing.set()
 
     def _watch_loop(self) -> None:
+        self._every(self.refresh_s, self._watch_once)
+
+    def _marks_loop(self) -> None:
+        self._every(self.mark_s, self._look_for_marks)
+
+    def _every(self, period_s: float, step: Callable[[], None]) -> None:
         while not self._closing.is_set():
             started = time.monotonic()
             try:
-                self._watch_once()
-            except Exception:  # never let the watcher die: the scheduler would go blind
+                step()
+            except Exception:  # never let a watcher die: the scheduler would go blind
                 log.exception("watching Slurm failed")
-            self._closing.wait(max(0.0, self.refresh_s - (time.monotonic() - started)))
+            self._closing.wait(max(0.0, period_s - (time.monotonic() - started)))
 
     def _watch_once(self) -> None:
         if time.monotonic() - self._inventory_at >= self.inventory_s:
-            with self._lock:
-                self._read_nodes()
+            self._read_nodes()
         taken = time.monotonic()
         try:
             jobs = {j.job_id: j for j in self.client.watch()}
@@ -222,6 +241,10 @@ class SlurmExecutor(ExecutorBase):
             for j in jobs.values()
         ) or any(set(j.nodes) & lost for j in jobs.values() if ours(j) and j.phase is JobPhase.RUNNING)
         if ended and self._wake is not None:
+            self._wake()
+
+    def _look_for_marks(self) -> None:
+        if self._marks.look(self.client.returned) and self._wake is not None:
             self._wake()
 
     # --- where -----------------------------------------------------------------------------------
@@ -246,6 +269,10 @@ class SlurmExecutor(ExecutorBase):
                 "sbatch --uid needs the server to run as root"
             )
         env = dict(launch.env)
+        output_dir = launch.workdir / ".commons" / "output"
+        # As the server's user the job appends to the task's log; a team account cannot open the
+        # server's private log directory, so its job writes a file of its own per attempt.
+        output = launch.log_path if launch.run_as is None else None
         submission = SlurmSubmission(
             task_id=launch.task_id,
             team=launch.team,
@@ -255,10 +282,10 @@ class SlurmExecutor(ExecutorBase):
             gpus_per_node=gpus,
             workdir=launch.workdir,
             checkpoint_dir=Path(env.get("COMMONS_CHECKPOINT_DIR", str(launch.workdir))),
-            output_dir=launch.workdir / ".commons" / "output",
-            # As the server's user the job appends to the task's log; a team account cannot open the
-            # server's private log directory, so its job writes a file of its own per attempt.
-            output=launch.log_path if launch.run_as is None else None,
+            output_dir=output_dir,
+            output=output,
+            # Beside the output: a folder the job's user may write, on the nodes' shared file system.
+            end_mark_dir=output.parent if output is not None else output_dir,
             account=team_account(launch.team),
             partition=self.partition,
             run_as=RunAs(launch.run_as) if launch.run_as else None,
@@ -272,6 +299,8 @@ class SlurmExecutor(ExecutorBase):
             raise LaunchError(f"sbatch refused task {launch.task_id}: {exc}") from None
         with self._lock:
             self._submitted[submitted.job_id] = time.monotonic()
+        if submission.leaves_end_mark and submission.end_mark_dir is not None:
+            self._marks.expect(submitted.job_id, end_mark_path(submission.end_mark_dir, submitted.job_id))
         handle = handle_for(launch.task_id, submitted.job_id, len(nodes))
         if launch.run_as is not None:
             # Stored with the handle, so the output is found again after a restart.
@@ -309,6 +338,8 @@ class SlurmExecutor(ExecutorBase):
             if job_id in self._ended:
                 return self._ended[job_id]
             snapshot = self._refresh()
+            if (finished := self._marks.ended(job_id)) is not None:
+                snapshot = _Snapshot({**snapshot.jobs, job_id: finished}, snapshot.taken_at)
             if job_id not in snapshot.jobs and snapshot.taken_at < self._submitted.get(job_id, float("-inf")):
                 if self._watcher is not None:
                     return None  # submitted after the last look: the watcher's next one lists it
@@ -320,8 +351,9 @@ class SlurmExecutor(ExecutorBase):
             if status is None:
                 return None
             self._ended[job_id] = status
+        self._marks.forget(job_id)
         self._collect_output(handle)
-        if status.lost is not None and found is not None and found.phase is not JobPhase.ENDED:
+        if status.lost is not None and found is not None and not found.script_ended:
             with contextlib.suppress(SlurmError):
                 self.client.cancel(job_id)
         return status
@@ -369,6 +401,7 @@ class SlurmExecutor(ExecutorBase):
             with self._lock:
                 self._ended.pop(job[0], None)
                 self._submitted.pop(job[0], None)
+            self._marks.forget(job[0])
 
     def find_attempt(self, task_id: str) -> Handle | None:
         with self._lock:

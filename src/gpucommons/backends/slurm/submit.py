@@ -14,6 +14,19 @@ Layout of a job:
   ("forcing job termination"), which would leave no time to checkpoint.
 Then, after the class's grace period, `scancel ID`.
 
+The end mark. Slurm learns of a job's end at once, but GPU Commons would only learn of it at its next
+`squeue` round; on a cluster of short tasks that delay is lost on every GPU at every turn. So the
+batch script runs the command (or srun) in the foreground, not with `exec`, and when it returns leaves
+an empty file `slurm-<job id>.end` in `end_mark_dir` (beside the output, on the file system the nodes
+share): the server sees it within tens of milliseconds and asks Slurm about that one job. The mark is
+only a hint, never the truth — anyone who can write there could forge one, so the job's end and exit
+code are always Slurm's. For the shell to outlive a stop signal (`--full` signals it along with the
+task) it traps the signals a class may stop with; a handler, unlike an ignored signal, is not
+inherited, so the task receives the signal as before. A task killed by a signal ends its batch shell
+with the same signal, so Slurm records `0:<signal>` as it did when the command was the batch step.
+A submission with Slurm's own time limit keeps `exec`: its warning (`--signal=B:…`) reaches the batch
+shell only, which must then be the task.
+
 The task's environment is written into the batch script (shell-quoted), not passed with `--export`,
 whose comma-separated list cannot carry a comma in a value. sbatch gets `--export=ALL` and is run with
 an environment of only `sbatch_environment` (the few variables a task may inherit, and SLURM_CONF), so
@@ -38,6 +51,8 @@ PASSTHROUGH = ("PATH", "LANG", "LANGUAGE", "TZ")
 JOB_NAME_PREFIX = "gpucommons"
 _JOB_NAME = re.compile(rf"^{JOB_NAME_PREFIX}:(?P<task>[^:\s]+):(?P<attempt>\d+)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The signals a priority class may stop a task with, which the batch shell must outlive.
+STOP_SIGNALS = "HUP INT QUIT TERM USR1 USR2"
 
 
 class SubmitError(ValueError):
@@ -96,10 +111,17 @@ class SlurmSubmission:
     #: The attempt's output file, appended to (every attempt of a task in one log); None: a file of
     #: its own per attempt, OUTPUT_DIR/<task>-<attempt>.out.
     output: Path | None = None
+    #: Where the batch script leaves `slurm-<job id>.end` when the command has returned (module
+    #: docstring); None: no mark, the command is exec'd.
+    end_mark_dir: Path | None = None
 
     @property
     def multi_node(self) -> bool:
         return len(self.nodes) > 1
+
+    @property
+    def leaves_end_mark(self) -> bool:
+        return self.end_mark_dir is not None and self.time_limit_s is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +145,11 @@ def parse_job_name(name: str) -> tuple[str, int] | None:
     if match is None:
         return None
     return match["task"], int(match["attempt"])
+
+
+def end_mark_path(folder: Path, job_id: str) -> Path:
+    """The empty file the batch script of job `job_id` leaves in `folder` when its command returns."""
+    return folder / f"slurm-{job_id}.end"
 
 
 def output_path(submission: SlurmSubmission) -> Path:
@@ -241,9 +268,24 @@ def batch_script(submission: SlurmSubmission) -> str:
             step.append(f"--gres=gpu:{s.gpus_per_node}")
         if s.cpus_per_node:
             step.append(f"--cpus-per-task={s.cpus_per_node}")
-        lines.append(f"exec {shlex.join(step)} -- {command}")
+        run = f"{shlex.join(step)} -- {command}"
     else:
-        lines.append(f"exec {command}")
+        run = command
+    if not s.leaves_end_mark or s.end_mark_dir is None:
+        lines.append(f"exec {run}")
+        return "\n".join(lines) + "\n"
+    mark = shlex.quote(str(s.end_mark_dir)) + '/slurm-"$SLURM_JOB_ID".end'
+    lines += [
+        # The shell outlives a stop signal to leave the end mark; the task still receives it.
+        f"trap : {STOP_SIGNALS}",
+        run,
+        "code=$?",
+        f": > {mark}",
+        f"trap - {STOP_SIGNALS}",
+        # Ended by signal N (status 128+N, N ≤ 15): end the same way, so Slurm records the signal.
+        'if [ "$code" -gt 128 ] && [ "$code" -le 143 ]; then ulimit -c 0; kill -$((code - 128)) $$; fi',
+        'exit "$code"',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -293,7 +335,10 @@ def _check(s: SlurmSubmission) -> None:
     for key in s.env:
         if not _ENV_NAME.match(key):
             problems.append(f"environment variable name {key!r} is not a shell name")
-    for label, path in (("workdir", s.workdir), ("output_dir", s.output_dir)):
+    folders = [("workdir", s.workdir), ("output_dir", s.output_dir)]
+    if s.end_mark_dir is not None:
+        folders.append(("end_mark_dir", s.end_mark_dir))
+    for label, path in folders:
         if "\n" in str(path) or "\\" in str(path):
             problems.append(f"{label} {str(path)!r} holds a newline or a backslash, which sbatch cannot take")
     if s.time_limit_s is not None and s.time_limit_s <= 0:

@@ -103,12 +103,13 @@ def job_of(handle: Handle) -> tuple[str, bool] | None:
 
 
 def exit_status(job: SlurmJob, lost_nodes: Iterable[str] = ()) -> ExitStatus | None:
-    """None while the job may still run; how it ended otherwise.
+    """None while the job may still run; how it ended otherwise (COMPLETING with an exit code counts
+    as ended: `SlurmJob.script_ended`).
 
     A job on a node that is down or does not answer is reported lost at once (Slurm would end it in
     NODE_FAIL only after SlurmdTimeout); a job Slurm ended in NODE_FAIL or BOOT_FAIL is lost too."""
     lost = sorted(set(job.nodes) & set(lost_nodes))
-    if job.phase is not JobPhase.ENDED:
+    if not job.script_ended:
         if lost and job.phase is JobPhase.RUNNING:
             return ExitStatus(
                 code=None, signal=9, lost=f"node {', '.join(lost)} went down under job {job.job_id}"
