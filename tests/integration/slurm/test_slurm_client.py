@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucommons.backends.slurm.client import SlurmClient, SlurmError, SubmittedJob
+from gpucommons.backends.slurm.client import SlurmClient, SlurmError
 from gpucommons.backends.slurm.inventory import build_inventory
 from gpucommons.backends.slurm.jobs import JobPhase, SlurmExit, SlurmJob
 from gpucommons.backends.slurm.submit import RunAs, SlurmSubmission, parse_job_name
@@ -209,28 +209,23 @@ def test_a_controller_that_does_not_answer_times_out_with_a_hint(slurm: SlurmClu
 
 def test_a_job_slurmctld_does_not_know_is_none(client: SlurmClient) -> None:
     assert client.job("999999") is None
-    assert client.returned(["999999"]) == ()
 
 
-def test_the_end_mark_appears_and_one_squeue_gives_each_returned_jobs_exit_code_or_signal(
+def test_the_end_mark_holds_the_tasks_exit_status_and_slurm_records_the_same(
     client: SlurmClient, shared: Path
 ) -> None:
     failing = client.submit(attempt(shared, ("sh", "-c", "exit 3"), ("n2",), 1))
     killed = client.submit(attempt(shared, ("sh", "-c", "kill -TERM $$"), ("n3",), 1))
     running = client.submit(attempt(shared, ("sleep", "60"), ("n4",), 1))
-    for job_id in (failing.job_id, killed.job_id):
-        wait_until(f"job {job_id}'s end mark", (shared / f"slurm-{job_id}.end").exists, 30)
-    wait_until("the two jobs to end", lambda: len(_returned(client, failing, killed, running)) == 2, 30)
-    jobs = {job.job_id: job for job in client.returned([failing.job_id, killed.job_id, running.job_id])}
-    assert jobs[failing.job_id].exit == SlurmExit(3, 0) and jobs[failing.job_id].end_time is not None
+    marks = {job.job_id: shared / f"slurm-{job.job_id}.end" for job in (failing, killed, running)}
+    for job in (failing, killed):
+        wait_until(f"job {job.job_id}'s end mark", marks[job.job_id].exists, 30)
+    assert marks[failing.job_id].read_text() == "3\n" and marks[killed.job_id].read_text() == "143\n"
     # The task's signal is the job's, as when the command was the batch step itself.
-    assert jobs[killed.job_id].exit == SlurmExit(0, 15)
-    assert not jobs[running.job_id].script_ended and not (shared / f"slurm-{running.job_id}.end").exists()
+    assert ended(client, failing.job_id).exit == SlurmExit(3, 0)
+    assert ended(client, killed.job_id).exit == SlurmExit(0, 15)
+    assert not marks[running.job_id].exists()
     client.cancel(running.job_id)
-
-
-def _returned(client: SlurmClient, *submitted: SubmittedJob) -> list[SlurmJob]:
-    return [job for job in client.returned([s.job_id for s in submitted]) if job.script_ended]
 
 
 def _count(path: Path, word: str) -> int:

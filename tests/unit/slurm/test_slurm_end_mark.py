@@ -9,18 +9,18 @@ batch shell only).
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gpucommons.backends.slurm.end_marks import EndMarks
-from gpucommons.backends.slurm.jobs import JobParseError, SlurmExit, SlurmJob, parse_wait_status
+from gpucommons.backends.ports import ExitStatus
+from gpucommons.backends.slurm.end_marks import EndMarks, status_of_mark
+from gpucommons.backends.slurm.jobs import SlurmExit, SlurmJob
 from gpucommons.backends.slurm.submit import SlurmSubmission, build_sbatch, end_mark_path
 
 JOB_ID = "4242"
@@ -63,20 +63,21 @@ def wait_for(path: Path, timeout: float = 10.0) -> None:
 def test_the_mark_appears_when_the_command_returns_and_its_exit_code_is_the_scripts(tmp_path: Path) -> None:
     process, mark = start(tmp_path, ("sh", "-c", f"test ! -e {tmp_path}/marks/slurm-{JOB_ID}.end && exit 3"))
     assert process.wait(10) == 3
-    assert mark.exists() and mark.read_bytes() == b""
+    assert mark.read_text() == "3\n" and not mark.with_name(mark.name + ".tmp").exists()
 
 
 def test_a_command_that_succeeds_leaves_the_mark_and_exit_0(tmp_path: Path) -> None:
     process, mark = start(tmp_path, ("true",))
     assert process.wait(10) == 0
-    assert mark.exists()
+    assert mark.read_text() == "0\n"
 
 
 def test_a_task_killed_by_a_signal_ends_the_batch_shell_with_that_signal(tmp_path: Path) -> None:
     process, mark = start(tmp_path, ("sh", "-c", "kill -KILL $$"))
     # Slurm records the batch shell's end: 0:9, as when the command was the batch step itself.
     assert process.wait(10) == -signal.SIGKILL
-    assert mark.exists()
+    assert mark.read_text() == "137\n"
+    assert status_of_mark(mark.read_text(), 5.0) == ExitStatus(code=None, signal=9, ended_at=5.0)
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGUSR1, signal.SIGINT])
@@ -93,7 +94,7 @@ def test_a_stop_signal_to_the_whole_batch_step_reaches_the_task_and_the_mark_is_
     assert not mark.exists()
     os.killpg(process.pid, stop)
     assert process.wait(10) == 0
-    assert saved.read_text() == "saved\n" and mark.exists()
+    assert saved.read_text() == "saved\n" and mark.read_text() == "0\n"
 
 
 def test_a_task_that_dies_of_the_stop_signal_ends_the_batch_shell_with_it(tmp_path: Path) -> None:
@@ -137,47 +138,61 @@ class Clock:
         return self.now
 
 
-def test_a_mark_is_only_a_hint_slurm_decides_and_a_forged_one_is_asked_about_ever_less_often(
-    tmp_path: Path,
-) -> None:
-    clock, asked = Clock(), []
-    answers = {"state": job("RUNNING")}
+def test_a_mark_is_read_at_once_and_checked_against_slurm_afterwards(tmp_path: Path) -> None:
+    now = Clock()
+    marks = EndMarks(verify_s=10.0, clock=lambda: 1000.0 + now(), monotonic=now)
+    mark, forged = end_mark_path(tmp_path, JOB_ID), end_mark_path(tmp_path, "4243")
+    marks.expect(JOB_ID, mark)
+    marks.expect("4243", forged)
+    assert not marks.look() and marks.ended(JOB_ID) is None  # no mark yet
+    mark.write_text("3\n")
+    forged.write_text("0\n")  # a team's file: its job goes on running
+    assert marks.look()
+    assert marks.ended(JOB_ID) == ExitStatus(code=3, ended_at=1100.0)
+    marks.forget(JOB_ID)
+    marks.forget("4243")
+    assert not mark.exists() and marks.ended(JOB_ID) is None
+    # Slurm's next rounds: the real one has ended; the forged one still runs, and is cancelled once
+    # it has run `verify_s` past its mark.
+    rounds = {JOB_ID: job("COMPLETING", SlurmExit(3, 0)), "4243": replace(job("RUNNING"), job_id="4243")}
+    now.now += 5
+    assert marks.check(rounds, now.now) == []
+    now.now += 6
+    assert marks.check(rounds, now.now) == ["4243"]
+    assert marks.check(rounds, now.now) == []  # once
 
-    def ask(job_ids: Sequence[str]) -> list[SlurmJob]:
-        asked.append(tuple(job_ids))
-        return [answers["state"]]
 
-    marks = EndMarks(recheck_s=0.125, max_recheck_s=0.5, clock=clock)
+def test_a_round_asked_for_before_the_mark_was_read_confirms_nothing(tmp_path: Path) -> None:
+    now = Clock()
+    marks = EndMarks(verify_s=1.0, monotonic=now)
     mark = end_mark_path(tmp_path, JOB_ID)
     marks.expect(JOB_ID, mark)
+    mark.write_text("0\n")
+    before = now.now - 0.1
+    assert marks.look()
+    now.now += 5
+    assert marks.check({JOB_ID: job("RUNNING")}, before) == []
+    assert marks.check({JOB_ID: job("RUNNING")}, now.now) == [JOB_ID]
+
+
+@pytest.mark.parametrize("text", ["", "3:0", "-1", "256", "x" * 40])
+def test_what_the_batch_script_does_not_write_is_no_mark(tmp_path: Path, text: str) -> None:
+    marks = EndMarks()
+    mark = end_mark_path(tmp_path, JOB_ID)
+    marks.expect(JOB_ID, mark)
+    mark.write_text(text)
+    assert not marks.look() and marks.ended(JOB_ID) is None
+
+
+def test_a_link_or_a_pipe_in_the_teams_folder_is_not_followed_nor_waited_on(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("0\n")
+    marks = EndMarks()
+    marks.expect(JOB_ID, end_mark_path(tmp_path, JOB_ID))
+    end_mark_path(tmp_path, JOB_ID).symlink_to(secret)
     marks.expect("4243", end_mark_path(tmp_path, "4243"))
-    assert not marks.look(ask) and asked == []  # no mark: Slurm is not asked
-    mark.touch()  # forged, or the script is about to end: Slurm still says RUNNING
-    assert not marks.look(ask) and asked == [(JOB_ID,)] and marks.ended(JOB_ID) is None
-    times = []
-    for _ in range(40):  # 2.5 s in steps of 1/16 s: asked again after 1/8, 1/4, 1/2, 1/2, ... s
-        clock.now += 0.0625
-        before = len(asked)
-        marks.look(ask)
-        if len(asked) > before:
-            times.append(clock.now - 100.0)
-    assert times[:3] == [0.125, 0.375, 0.875]
-    assert all(b - a == 0.5 for a, b in itertools.pairwise(times[2:]))
-    clock.now += 1.0
-    answers["state"] = job("COMPLETING", SlurmExit(3, 0))  # the script returned; Slurm cleans up
-    assert marks.look(ask)
-    ended = marks.ended(JOB_ID)
-    assert ended is not None and ended.exit == SlurmExit(3, 0)
-    marks.forget(JOB_ID)
-    assert not mark.exists() and marks.ended(JOB_ID) is None
-
-
-def test_squeue_prints_a_wait_status_which_is_read_as_code_and_signal() -> None:
-    assert parse_wait_status("768") == SlurmExit(3, 0)
-    assert parse_wait_status("15") == SlurmExit(0, 15)
-    assert parse_wait_status("0") == SlurmExit(0, 0)
-    with pytest.raises(JobParseError, match="not a number"):
-        parse_wait_status("3:0")
+    os.mkfifo(end_mark_path(tmp_path, "4243"))
+    assert not marks.look()
 
 
 def test_completing_counts_as_ended_only_with_an_exit_code() -> None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucommons.backends.slurm.jobs import (
-    ENDED_FIELDS,
     SACCT_FIELDS,
     WATCH_FIELDS,
     SlurmJob,
@@ -179,26 +178,6 @@ class SlurmClient:
         `--states=all`, `WATCH_FIELDS`); exit codes only for COMPLETED jobs (ask `job()` for others)."""
         argv = ["squeue", "--noheader", "--all", "--states=all", f"--Format={squeue_format(WATCH_FIELDS)}"]
         return parse_squeue(self.run(argv), WATCH_FIELDS)
-
-    def returned(self, job_ids: Sequence[str]) -> tuple[SlurmJob, ...]:
-        """These jobs as the controller knows them, in one squeue, with their exit status once their
-        batch script has returned (`ENDED_FIELDS`); a job it has forgotten is left out."""
-        if not job_ids:
-            return ()
-        argv = [
-            "squeue",
-            "--noheader",
-            "--all",
-            "--states=all",
-            f"--jobs={','.join(job_ids)}",
-            f"--Format={squeue_format(ENDED_FIELDS)}",
-        ]
-        try:
-            return parse_squeue(self.run(argv), ENDED_FIELDS)
-        except SlurmError as error:
-            if any(word in error.stderr for word in _GONE):
-                return ()
-            raise
 
     def accounting(self, job_ids: Sequence[str]) -> tuple[SlurmJob, ...]:
         """The jobs as slurmdbd recorded them (needs accounting; rows lag the controller by a second

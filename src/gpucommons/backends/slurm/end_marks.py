@@ -1,15 +1,18 @@
-"""End marks: the hint a batch script leaves when its command returns, and what Slurm says then.
+"""End marks: the note a batch script leaves when its command returns, and how it is checked.
 
 A Slurm job's end reaches slurmctld at once, but GPU Commons would hear of it only at its next
 `squeue` round (`SlurmExecutor.refresh_s`), and on a cluster of short tasks every GPU waits that long
-at every turn. So each batch script leaves an empty `slurm-<job id>.end` beside its output when its
-command returns (`submit`'s docstring), and the watcher looks for the marks of the jobs it expects
-every few tens of milliseconds: a stat per running job, no call to Slurm. A mark is only a hint —
-whoever may write that folder could forge one — so the jobs whose marks appeared are asked about in
-one `squeue --jobs=…` (tens of tasks often end in the same instant), and a job counts as ended only
-when Slurm says its script has returned (`SlurmJob.script_ended`), with Slurm's exit status and end
-time. While Slurm says a job still runs (the script is just returning, or the mark is forged), it is
-asked again after `recheck_s`, then twice as long each time, up to `max_recheck_s`.
+at every turn. So each batch script writes `slurm-<job id>.end` beside its output when its command
+returns — the exit status as its shell saw it (`submit`'s docstring) — and a watcher thread looks for
+the marks of the jobs it expects every few tens of milliseconds: a stat per running job, no call to
+Slurm. The attempt is reported ended as soon as its mark is read, at the server's clock; its GPUs go
+to the next task, whose job Slurm starts once it has released them.
+
+A mark is written by the job, so anyone who may write that folder could forge one: the mark is
+checked against Slurm afterwards. A job Slurm still reports running `verify_s` after its mark (its
+script has long returned, or it never did) is cancelled, so a forged mark ends the forger's own job —
+never two jobs on one GPU (Slurm holds the next job until the GPU is free) and at most `verify_s` of
+unbilled time. The status in a mark is the task's own: a task chooses its exit code anyway.
 
 Marks live in memory: after a restart the server finds its jobs' ends by `squeue` alone, as before.
 """
@@ -17,77 +20,123 @@ Marks live in memory: after a restart the server finds its jobs' ends by `squeue
 from __future__ import annotations
 
 import contextlib
-import logging
+import os
+import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from gpucommons.backends.slurm.jobs import JobParseError, SlurmJob
+from gpucommons.backends.ports import ExitStatus
+from gpucommons.backends.slurm.jobs import JobPhase, SlurmJob
 
-log = logging.getLogger(__name__)
+#: A mark holds one number; more is not a mark the batch script wrote.
+_MAX_MARK_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class MarkedEnd:
+    status: ExitStatus
+    #: time.monotonic() when the mark was read (its check against Slurm counts from then).
+    read_at: float
+
+
+def status_of_mark(text: str, ended_at: float) -> ExitStatus | None:
+    """`3` → exit code 3; `143` → killed by signal 15 (the shell's 128 + N, as the batch shell
+    re-raises it); anything else is not a mark (None)."""
+    value = text.strip()
+    if not value.isdigit() or int(value) > 255:
+        return None
+    code = int(value)
+    if 128 < code <= 143:
+        return ExitStatus(code=None, signal=code - 128, ended_at=ended_at)
+    return ExitStatus(code=code, ended_at=ended_at)
+
+
+def read_mark(path: Path) -> str | None:
+    """The mark's text, or None while there is none. Not following a link, not blocking on a
+    pipe: the folder may be the team's."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, _MAX_MARK_BYTES + 1).decode("ascii", "replace")
+    finally:
+        os.close(fd)
 
 
 class EndMarks:
-    """The end marks of the jobs this server submitted, and the jobs Slurm confirmed ended."""
+    """The end marks of the jobs this server submitted: read, then checked against Slurm."""
 
     def __init__(
-        self, recheck_s: float = 0.1, max_recheck_s: float = 2.0, clock: Callable[[], float] = time.monotonic
+        self,
+        verify_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.recheck_s = recheck_s
-        self.max_recheck_s = max_recheck_s
+        self.verify_s = verify_s
         self._clock = clock
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._expected: dict[str, Path] = {}
-        #: Job id → (when it may be asked about again, the wait after that).
-        self._asked: dict[str, tuple[float, float]] = {}
-        self._ended: dict[str, SlurmJob] = {}
+        self._ended: dict[str, MarkedEnd] = {}
+        #: Job id → when its mark was read, until Slurm agrees the job has ended.
+        self._unconfirmed: dict[str, float] = {}
 
     def expect(self, job_id: str, mark: Path) -> None:
         with self._lock:
             self._expected[job_id] = mark
 
-    def look(self, ask: Callable[[Sequence[str]], Sequence[SlurmJob]]) -> bool:
-        """Ask Slurm (`ask`: the jobs of these ids, in one call) about every job whose mark has
-        appeared and that is due; True when one of them has ended."""
-        now = self._clock()
+    def look(self) -> bool:
+        """Read the marks that have appeared; True when one has (the scheduler then settles it)."""
         with self._lock:
-            due = [
-                (job_id, mark)
-                for job_id, mark in self._expected.items()
-                if now >= self._asked.get(job_id, (now, 0.0))[0]
-            ]
-        seen = [job_id for job_id, mark in due if mark.exists()]
-        if not seen:
-            return False
-        with self._lock:
-            for job_id in seen:
-                wait = self._asked.get(job_id, (now, self.recheck_s / 2))[1] * 2
-                self._asked[job_id] = (now + min(wait, self.max_recheck_s), min(wait, self.max_recheck_s))
-        try:
-            jobs = ask(seen)
-        except (OSError, RuntimeError, JobParseError) as exc:
-            log.warning("cannot read Slurm jobs %s: %s", ",".join(seen), exc)
-            return False
-        ended = False
-        with self._lock:
-            for job in jobs:
-                if job.script_ended and job.job_id in self._expected:
-                    self._ended[job.job_id] = job
-                    ended = True
-        return ended
+            waiting = [(job_id, mark) for job_id, mark in self._expected.items() if job_id not in self._ended]
+        found = False
+        for job_id, mark in waiting:
+            text = read_mark(mark)
+            status = status_of_mark(text, self._clock()) if text else None
+            if status is None:
+                # None yet, or not what the batch script writes (a team's file): Slurm tells.
+                continue
+            with self._lock:
+                if job_id in self._expected:
+                    self._ended[job_id] = MarkedEnd(status, self._monotonic())
+                    self._unconfirmed[job_id] = self._monotonic()
+                    found = True
+        return found
 
-    def ended(self, job_id: str) -> SlurmJob | None:
-        """The job as Slurm described it once its mark appeared, if it had ended."""
+    def ended(self, job_id: str) -> ExitStatus | None:
+        """How the job ended by its mark, once the mark has been read."""
         with self._lock:
-            return self._ended.get(job_id)
+            marked = self._ended.get(job_id)
+        return marked.status if marked is not None else None
 
     def forget(self, job_id: str) -> None:
-        """The job's end was reported (or its attempt released): remove its mark, if any."""
+        """The end was reported (or the attempt released): remove the mark. Its check goes on."""
         with self._lock:
             mark = self._expected.pop(job_id, None)
-            self._asked.pop(job_id, None)
             self._ended.pop(job_id, None)
         if mark is not None:
             with contextlib.suppress(OSError):
                 mark.unlink()
+
+    def check(self, jobs: Mapping[str, SlurmJob], taken_at: float) -> list[str]:
+        """Check the marks read against a round of Slurm's jobs (`taken_at`: time.monotonic() when
+        the round was asked for): a job that has ended (or that Slurm has forgotten) is confirmed;
+        the ids of those still running `verify_s` after their mark are returned, to be cancelled."""
+        overdue = []
+        with self._lock:
+            for job_id, read_at in list(self._unconfirmed.items()):
+                if taken_at < read_at:
+                    continue  # the round was asked for before the mark was read
+                job = jobs.get(job_id)
+                if job is None or job.script_ended or job.phase is not JobPhase.RUNNING:
+                    del self._unconfirmed[job_id]
+                elif taken_at - read_at >= self.verify_s:
+                    del self._unconfirmed[job_id]
+                    overdue.append(job_id)
+        return overdue

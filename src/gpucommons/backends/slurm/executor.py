@@ -9,12 +9,12 @@ so a restarted server finds the job again by id (`find_attempt` by the job's nam
 Watching costs one `squeue --states=all` per round for every job (`refresh_s`), not one call per
 attempt: the scheduler polls every handle each cycle and reads this round's snapshot; only a job that
 ended other than COMPLETED costs one `scontrol show job ID` more, for its exit code. Between rounds,
-every `mark_s`, the watcher looks for the end marks batch scripts leave (`end_marks`): a job is then
-reported ended as soon as Slurm says its script has returned, and its GPUs go to the next task while
-Slurm is still cleaning up, instead of up to a round later. The nodes are read every
-`inventory_s`: a node that is down, drained or not responding is out of service for the engine, and an
-attempt on a node that is down or does not answer is reported lost at once (its task is requeued or
-failed by the scheduler), and cancelled.
+every `mark_s`, a second watcher reads the end marks batch scripts leave (`end_marks`): an attempt is
+reported ended as soon as its mark is read, and its GPUs go to the next task while Slurm is still
+cleaning up, instead of up to a round later; each round then checks the marks against Slurm. The
+nodes are read every `inventory_s`: a node that is down, drained or not responding is out of service
+for the engine, and an attempt on a node that is down or does not answer is reported lost at once (its
+task is requeued or failed by the scheduler), and cancelled.
 """
 
 from __future__ import annotations
@@ -233,6 +233,7 @@ class SlurmExecutor(ExecutorBase):
             before = self._snapshot.jobs
             self._snapshot = _Snapshot(jobs, taken)
             lost = self._lost_nodes
+        self._cancel_overdue(jobs, taken)
         ended = any(
             j.phase is JobPhase.ENDED
             and ours(j) is not None
@@ -244,8 +245,17 @@ class SlurmExecutor(ExecutorBase):
             self._wake()
 
     def _look_for_marks(self) -> None:
-        if self._marks.look(self.client.returned) and self._wake is not None:
+        if self._marks.look() and self._wake is not None:
             self._wake()
+
+    def _cancel_overdue(self, jobs: Mapping[str, SlurmJob], taken: float) -> None:
+        """Jobs Slurm still runs long after their end mark was read: the mark was forged (or the
+        script hangs after it); their attempt was settled, so they must not go on unbilled."""
+        for job_id in self._marks.check(jobs, taken):
+            after = self._marks.verify_s
+            log.warning("Slurm job %s still runs %.0f s after its end mark: cancelling it", job_id, after)
+            with contextlib.suppress(SlurmError):
+                self.client.cancel(job_id)
 
     # --- where -----------------------------------------------------------------------------------
 
@@ -337,9 +347,14 @@ class SlurmExecutor(ExecutorBase):
         with self._lock:
             if job_id in self._ended:
                 return self._ended[job_id]
+            if (marked := self._marks.ended(job_id)) is not None:
+                self._ended[job_id] = marked
+        if marked is not None:
+            self._marks.forget(job_id)
+            self._collect_output(handle)
+            return marked
+        with self._lock:
             snapshot = self._refresh()
-            if (finished := self._marks.ended(job_id)) is not None:
-                snapshot = _Snapshot({**snapshot.jobs, job_id: finished}, snapshot.taken_at)
             if job_id not in snapshot.jobs and snapshot.taken_at < self._submitted.get(job_id, float("-inf")):
                 if self._watcher is not None:
                     return None  # submitted after the last look: the watcher's next one lists it

@@ -248,26 +248,6 @@ SQUEUE_FIELDS = (
 #: text); the exit code, which squeue does not print, is asked of scontrol only for jobs that ended
 #: other than COMPLETED (which means exit code 0).
 WATCH_FIELDS = (*SQUEUE_FIELDS[:-1], "EndTime", "Name")
-#: For the few jobs whose end marks appeared: with the job's raw exit status, which squeue prints as
-#: a wait(2) status (768 = exit code 3, 15 = killed by SIGTERM), set once the batch script returned.
-ENDED_FIELDS = (*SQUEUE_FIELDS[:-1], "EndTime", "exit_code", "Name")
-
-
-def parse_wait_status(text: str) -> SlurmExit:
-    """squeue's `exit_code`, a wait(2) status: `768` → SlurmExit(3, 0), `15` → SlurmExit(0, 15)."""
-    value = text.strip()
-    if not value.isdigit():
-        raise JobParseError(f"exit status {text!r} is not a number")
-    status = int(value)
-    return SlurmExit(code=(status >> 8) & 0xFF, signal=status & 0x7F)
-
-
-def _squeue_exit(row: Mapping[str, str]) -> SlurmExit | None:
-    """The exit of an ended job from squeue: its raw status when asked for (`ENDED_FIELDS`);
-    otherwise only COMPLETED tells, Slurm's word for "every step exited 0"."""
-    if "exit_code" in row:
-        return parse_wait_status(row["exit_code"])
-    return SlurmExit(0, 0) if _state_word(row["State"]) == "COMPLETED" else None
 
 
 def squeue_format(fields: Sequence[str] = SQUEUE_FIELDS) -> str:
@@ -290,9 +270,6 @@ def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> tuple[Slur
         job_id = row["JobID"].strip()
         try:
             phase = job_phase(row["State"])
-            # With exit_code, a COMPLETING job's script has returned: its status and end are known.
-            completing = _state_word(row["State"]) == "COMPLETING"
-            returned = phase is JobPhase.ENDED or ("exit_code" in row and completing)
             jobs.append(
                 SlurmJob(
                     job_id=job_id,
@@ -316,8 +293,9 @@ def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> tuple[Slur
                     ),
                     submit_time=parse_time(row["SubmitTime"]),
                     start_time=None if phase is JobPhase.PENDING else parse_time(row["StartTime"]),
-                    end_time=parse_time(row.get("EndTime")) if returned else None,
-                    exit=_squeue_exit(row) if returned else None,
+                    end_time=parse_time(row.get("EndTime")) if phase is JobPhase.ENDED else None,
+                    # COMPLETED is Slurm's word for "every step exited 0".
+                    exit=SlurmExit(0, 0) if _state_word(row["State"]) == "COMPLETED" else None,
                 )
             )
         except (HostlistError, TresError, JobParseError) as exc:

@@ -16,11 +16,10 @@ Then, after the class's grace period, `scancel ID`.
 
 The end mark. Slurm learns of a job's end at once, but GPU Commons would only learn of it at its next
 `squeue` round; on a cluster of short tasks that delay is lost on every GPU at every turn. So the
-batch script runs the command (or srun) in the foreground, not with `exec`, and when it returns leaves
-an empty file `slurm-<job id>.end` in `end_mark_dir` (beside the output, on the file system the nodes
-share): the server sees it within tens of milliseconds and asks Slurm about that one job. The mark is
-only a hint, never the truth — anyone who can write there could forge one, so the job's end and exit
-code are always Slurm's. For the shell to outlive a stop signal (`--full` signals it along with the
+batch script runs the command (or srun) in the foreground, not with `exec`, and when it returns writes
+the exit status to `slurm-<job id>.end` in `end_mark_dir` (beside the output, on the file system the
+nodes share): the server reads it within tens of milliseconds (`end_marks`, which also says how a
+forged mark is caught). For the shell to outlive a stop signal (`--full` signals it along with the
 task) it traps the signals a class may stop with; a handler, unlike an ignored signal, is not
 inherited, so the task receives the signal as before. A task killed by a signal ends its batch shell
 with the same signal, so Slurm records `0:<signal>` as it did when the command was the batch step.
@@ -280,7 +279,8 @@ def batch_script(submission: SlurmSubmission) -> str:
         f"trap : {STOP_SIGNALS}",
         run,
         "code=$?",
-        f": > {mark}",
+        # Written whole, then renamed: the server never reads half a mark.
+        f'echo "$code" > {mark}.tmp && mv -f {mark}.tmp {mark}',
         f"trap - {STOP_SIGNALS}",
         # Ended by signal N (status 128+N, N ≤ 15): end the same way, so Slurm records the signal.
         'if [ "$code" -gt 128 ] && [ "$code" -le 143 ]; then ulimit -c 0; kill -$((code - 128)) $$; fi',
