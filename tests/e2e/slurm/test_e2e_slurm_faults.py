@@ -1,6 +1,6 @@
 """Issue 14's faults on a real Slurm: GPU Commons killed with -9 mid-flight and restarted (nothing lost,
-nothing run twice, the ledger exact), and one slurmd killed (its tasks requeued or failed, the queue
-says why, the node comes back)."""
+nothing run twice, the ledger exact), one slurmd killed (its tasks requeued or failed, the queue
+says why, the node comes back), and a node drained for maintenance."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.e2e.slurm.conftest import SlurmPlatform
 
-from gpucommons.testing.slurm_cluster import ClusterShape, SlurmUnavailable, slurm_cluster
+from gpucommons.testing.slurm_cluster import ClusterShape, SlurmCluster, SlurmUnavailable, slurm_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -135,3 +135,44 @@ def test_a_killed_slurmd_takes_its_node_out_its_tasks_requeued_or_failed_and_the
             p.stop()
     except SlurmUnavailable as exc:
         pytest.skip(str(exc))
+
+
+def test_a_drained_node_sends_its_resumable_task_elsewhere_and_lets_the_other_finish(
+    slurm_platform: Callable[..., SlurmPlatform], slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """`scontrol update state=drain`: the node takes no new work; the task that can resume gets the
+    class's signal, checkpoints and runs again on another node; the one that cannot runs to its end
+    there (a drain lets running work finish); the queue names the node."""
+    p = slurm_platform(ONE_TEAM)
+    journal = tmp_path / "journal.jsonl"
+    work = p.task_script(journal, 60, 0.1, 0.01)
+    resumable = p.submit("--team", "a", "--gpus", "4", "--checkpoint", "on-signal", "--", *work)
+    steady = p.submit_api("a", 4, *p.task_script(journal, 60, 0.1))
+    p.wait(lambda: sum(1 for n in p.journal(journal) if n["event"] == "start") == 2, what="both to start")
+    nodes = {n["node"] for n in p.journal(journal)}
+    assert len(nodes) == 1, "both 4-GPU tasks on one node (best fit)"
+    node = str(nodes.pop())
+    slurm.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=maintenance")
+
+    def starts(task: str) -> list[dict[str, object]]:
+        return [n for n in p.journal(journal) if n["task"] == task and n["event"] == "start"]
+
+    try:
+        p.wait(lambda: len(starts(resumable)) == 2, timeout=60, what="the resumable task to start again")
+        again = starts(resumable)
+        assert [n["restart"] for n in again] == [0, 1] and again[1]["node"] != node
+        events = p.api(f"/api/v1/tasks/{resumable}/events")
+        assert isinstance(events, list)
+        messages = " ".join(str(e["message"]) for e in events)
+        assert f"{node} draining: maintenance" in messages and "requeued" in messages, messages
+        # The other stayed where it was and ran to its end.
+        p.wait(lambda: p.states()[steady] == "succeeded", timeout=60, what="the other task to end")
+        assert [n["node"] for n in starts(steady)] == [node]
+        p.wait(lambda: p.states()[resumable] == "succeeded", timeout=60, what="the resumed task to end")
+        # Work for the whole cluster waits, and the queue says which node is out and why.
+        whole = p.submit_api("a", 32, "true")
+        p.wait(lambda: "maintenance" in p.queue_text(), timeout=20, what="the queue to name the drain")
+        assert node in p.queue_text()
+    finally:
+        slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+    p.wait(lambda: p.states()[whole] == "succeeded", timeout=60, what="the node to come back")

@@ -73,6 +73,12 @@ def outcome(row: TaskRow, status: ExitStatus) -> tuple[TaskState, EndReason, str
         return TaskState.CANCELLED, EndReason.CANCELLED, f"cancelled; the process ended with {how}"
     if row.stop_reason == "preempted":
         return TaskState.PENDING, EndReason.PREEMPTED, f"preempted; the process ended with {how}; requeued"
+    if row.stop_reason == "node_left":
+        return (
+            TaskState.PENDING,
+            EndReason.PREEMPTED,
+            f"stopped because its node left service; the process ended with {how}; requeued",
+        )
     if status.lost is not None and row.stop_reason is None:
         # The machine lost the work (a node failed): requeue what can resume, fail what cannot.
         if row.checkpoint_mode != CheckpointMode.NONE.value:

@@ -126,6 +126,8 @@ class Scheduler:
         self.cycles = 0
         #: The backend's nodes out of service at the last cycle (pool → node index → why).
         self._out_of_service: Mapping[str, Mapping[int, str]] = {}
+        #: Of those, the ones the backend took out (down, drained): their tasks move elsewhere.
+        self.nodes_left: Mapping[str, Mapping[int, str]] = {}
         #: The live attempts and their watch; the actions on the engine's decisions.
         self.supervisor = AttemptSupervisor(self)
         self.actuator = Actuator(self)
@@ -298,6 +300,7 @@ class Scheduler:
         says which and why; work started on the cluster without us is taken in (`foreign`) (caller
         holds `lock`). A no-op for backends that report neither."""
         out: Mapping[str, Mapping[int, str]] = self.executor.out_of_service()
+        self.nodes_left = out
         if self._foreign is not None:
             work = self.executor.foreign_work()
             if work or self._foreign.known:

@@ -6,6 +6,10 @@ exceeded `max_runtime` starts a stop (the class's signal, SIGKILL after its grac
 whose grace period is over is escalated, a task that declared `every:X` checkpoints but reported
 nothing for 2X gets a warning event, and the engine learns each attempt's unsaved GPU-seconds.
 
+A checkpointing task on a node the backend took out of service (a Slurm node drained for
+maintenance) is stopped the same way and requeued, to resume elsewhere; one that cannot resume runs
+to its end there, as a drain lets it (a node that goes down loses it: the executor reports it lost).
+
 An attempt that ended is settled in the same transaction: its ledger interval closes, its GPUs go
 (one DELETE for the whole cycle), and the task goes back to the queue or to its final state. What
 one transaction releases travels in a `Release`, not in the scheduler's fields; the attempts it
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -100,6 +104,9 @@ class SupervisorHost(Protocol):
     @property
     def state(self) -> ClusterState: ...
 
+    #: Pool → engine node index → why the backend took it out of service (down, drained).
+    nodes_left: Mapping[str, Mapping[int, str]]
+
 
 class AttemptSupervisor:
     """The live attempts (by task id, polled without reading the store) and their watch (module
@@ -171,10 +178,13 @@ class AttemptSupervisor:
             )
 
     def _running(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
-        """No stop yet: start one for a cancel request or an exceeded max_runtime."""
+        """No stop yet: start one for a cancel request, an exceeded max_runtime, or a node taken
+        out of service under a task that can resume elsewhere."""
         pclass = self._class(row.priority_class)
         if row.cancel_requested:
             self.begin_stop(session, row, handle, "cancelled", now, "cancel requested: stopping")
+        elif row.checkpoint_mode != CheckpointMode.NONE.value and (left := self._node_left(row)) is not None:
+            self.begin_stop(session, row, handle, "node_left", now, f"{left}: stopping to resume elsewhere")
         elif (
             pclass is not None
             and pclass.max_runtime_s is not None
@@ -219,6 +229,14 @@ class AttemptSupervisor:
                 f"no checkpoint reported for {silent:.0f}s although the task declared "
                 f"every:{row.checkpoint_interval_s}s; a preemption now would lose that work",
             )
+
+    def _node_left(self, row: TaskRow) -> str | None:
+        """Why one of the task's nodes is out of service, if one is."""
+        out = self.host.nodes_left.get(row.assigned_pool or "", {})
+        for node, _ in row.placement or []:
+            if int(node) in out:
+                return out[int(node)]
+        return None
 
     # --- stops ----------------------------------------------------------------------------------------
 
