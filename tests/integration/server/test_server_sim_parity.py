@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from gpucommons.api import schemas
@@ -141,12 +142,19 @@ class Recorder(SchedulerHooks):
         self.journal += decisions_of(self.clock.now(), decisions, self.names)
 
 
-def live(jobs: list[SimJob], home: Path) -> list[Decision]:
-    """The jobs through the real worker: submitted at their instant, one scheduler cycle per second."""
+def live(jobs: list[SimJob], home: Path, tick_s: float = 0.5) -> list[Decision]:
+    """The jobs through the real worker: submitted at their instant, one scheduler cycle per second
+    (its tick supervising every attempt each `tick_s`)."""
     home.mkdir(parents=True)
     (home / "policy.yaml").write_text(POLICY)
     clock = ManualClock(0.0)
-    settings = Settings(home=home, policy=home / "policy.yaml", run_scheduler=False, isolation="logical")
+    settings = Settings(
+        home=home,
+        policy=home / "policy.yaml",
+        run_scheduler=False,
+        isolation="logical",
+        scheduler_tick_s=tick_s,
+    )
     ctx = build_context(settings, executor=TimerExecutor(clock), clock=clock)
     scheduler, who = ctx.scheduler, Principal(subject="parity", platform_admin=True)
     assert isinstance(scheduler, Scheduler)
@@ -191,11 +199,17 @@ def live(jobs: list[SimJob], home: Path) -> list[Decision]:
     return journal
 
 
-def test_live_scheduler_decides_as_the_simulator_through_reclaims_and_preemptions(tmp_path: Path) -> None:
+#: The default tick supervises every attempt (and refreshes its unsaved work) at each second; a
+#: 60 s tick does not, so the checkpoint-aware choice of victims relies on the refresh the loop asks
+#: for when a cycle proposes preemptions, as a cycle woken between ticks does.
+@pytest.mark.parametrize("tick_s", [0.5, 60.0], ids=["tick-0.5s", "tick-60s"])
+def test_live_scheduler_decides_as_the_simulator_through_reclaims_and_preemptions(
+    tmp_path: Path, tick_s: float
+) -> None:
     for seed in (1, 4, 8):
         jobs = workload(seed)
         expected = simulated(jobs)
-        got = live(jobs, tmp_path / f"seed{seed}")
+        got = live(jobs, tmp_path / f"seed{seed}", tick_s)
         first_difference = next(
             (f"live {g} / sim {e}" for g, e in zip(got, expected, strict=False) if g != e), "lengths"
         )

@@ -36,9 +36,9 @@ class LiveInstant:
         self.stats.ended += self.supervisor.watch(now)
 
     def refresh_victim_inputs(self, now: float) -> bool:
-        """Nothing to refresh: the supervision hands the engine every attempt's unsaved work at the
-        first cycle of each tick, as the simulator does when a preemption is on the table."""
-        return False
+        """Unsaved work as of `now` (supervision refreshes it only once per tick), as the simulator
+        refreshes it when a preemption is on the table; decided again only if a value changed."""
+        return self.supervisor.refresh_unsaved_work(now)
 
     def apply(self, decisions: Decisions, now: float) -> bool:
         """Preempt, then reserve; the state changed if any preemption was issued or any admission
