@@ -1,9 +1,10 @@
 """The discrete-event loop: replay jobs through the engine the live scheduler uses.
 
-Instant by instant: the loop pops every event at time `t` (finishes, ends of grace periods),
-applies them to the engine's `ClusterState`, then calls `decide` again and again until a cycle
-changes nothing (Kueue runs cycles back to back; decisions take no simulated time). Submissions are
-merged in from the time-ordered job list rather than pushed on the heap.
+Instant by instant: the loop takes in the submissions at time `t`, then runs the live scheduler's
+own loop (`engine.instant.settle_instant`): pop every event at `t` (finishes, ends of grace
+periods), apply them to the engine's `ClusterState`, decide, apply, again until a cycle changes
+nothing (Kueue runs cycles back to back; decisions take no simulated time). Submissions are merged
+in from the time-ordered job list rather than pushed on the heap.
 
 Job model (docs/design.md, contract 3): a job runs `duration_s` of work on its request, gang-admitted. On
 preemption it keeps its resources for its class's grace period. A job with a checkpoint interval
@@ -20,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpucommons.domain import Policy, Resources
-from gpucommons.engine import ClusterState, decide
+from gpucommons.engine import ClusterState
+from gpucommons.engine.instant import settle_instant
+from gpucommons.engine.requests import task_request
 from gpucommons.engine.types import Admission, Decisions, EngineConfig, Pending, PendingCode, TaskRequest
 from gpucommons.sim.errors import SimulationError
 from gpucommons.sim.events import EventKind, EventQueue
@@ -29,6 +32,8 @@ from gpucommons.sim.metrics import Meter, Timeline
 from gpucommons.sim.resolve import Resolution, ResolvedJob, resolve
 
 ProgressCallback = Callable[[int, int], None]
+#: Told every cycle's decisions with their instant (tests compare them with the live scheduler's).
+DecisionsCallback = Callable[[float, Decisions], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +159,13 @@ def _capacity(policy: Policy, unit: str) -> dict[str, float]:
 class Simulation:
     """One replay of a job list under one policy and one engine configuration."""
 
-    def __init__(self, policy: Policy, jobs: list[SimJob], config: SimConfig) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        jobs: list[SimJob],
+        config: SimConfig,
+        on_decisions: DecisionsCallback | None = None,
+    ) -> None:
         self.policy = policy
         self.config = config
         self.engine_config = config.engine_config()
@@ -178,24 +189,29 @@ class Simulation:
         )
         self.state = ClusterState(policy)
         self.events = EventQueue()
-        self.waiting = 0
+        self.on_decisions = on_decisions
+        self.on_progress: ProgressCallback | None = None
+        self.report_every = 1
+        self.settled = 0
+        self.makespan_end = self.window[0]
         self.preemptions = 0
         self.with_interval_running: set[int] = set()
         self.last_pending: dict[str, Pending] = {}
 
     # -- applying events ----------------------------------------------------------------------
     def _request(self, run: JobRun, now: float) -> TaskRequest:
+        """A trace job as the engine sees it, through the mapping the live scheduler uses too."""
         r = run.resolved
-        return TaskRequest(
-            id=run.job.job_id,
-            team=run.job.team,
-            resources=run.job.resources,
-            priority=r.priority_class.value,
-            priority_class=r.priority_class.name,
+        return task_request(
+            run.job.job_id,
+            run.job.team,
+            run.job.resources,
+            r.priority_class.name,
+            r.priority_class.value,
             seq=r.seq,
             queued_at=now,
-            pools=r.pools if run.job.pool is not None else (),
-            preemptible=r.priority_class.preemptible,
+            pool=run.job.pool,
+            policy=self.policy,
         )
 
     def _enqueue(self, i: int, now: float, *, first: bool) -> None:
@@ -205,7 +221,6 @@ class Simulation:
         else:
             self.state.requeue(run.job.job_id, now)
         run.state = JobRun.WAITING
-        self.waiting += 1
         self.meter.queued(run.job.team, run.resolved.pools[0], run.units)
 
     def _admit(self, i: int, admission: Admission, now: float) -> None:
@@ -213,7 +228,6 @@ class Simulation:
         if run.state != JobRun.WAITING:
             raise SimulationError(f"the engine admitted job {run.job.job_id}, which is {run.state}")
         self.state.admit(run.job.job_id, admission, now)
-        self.waiting -= 1
         self.meter.dequeued(run.job.team, run.resolved.pools[0], run.units)
         self.meter.acquired(run.job.team, admission.pool, run.units)
         run.pool = admission.pool
@@ -280,21 +294,37 @@ class Simulation:
         run.epoch += 1
         self.with_interval_running.discard(i)
 
-    # -- deciding ------------------------------------------------------------------------------
-    def _decide(self, now: float) -> Decisions:
-        decisions = decide(self.state, now, self.engine_config)
-        if decisions.preempt and self.engine_config.checkpoint_aware and self.with_interval_running:
-            # Unsaved work only steers *which* victim is taken, so it is refreshed only when a
-            # preemption is on the table (refreshing every running job at every instant is the
-            # simulator's most expensive step otherwise), and the cycle is decided again.
-            for j in sorted(self.with_interval_running):
-                run = self.runs[j]
-                if run.state == JobRun.RUNNING:
-                    self.state.set_unsaved_work(run.job.job_id, run.unsaved_unit_s(now))
-            decisions = decide(self.state, now, self.engine_config)
-        return decisions
+    # -- between the cycles of an instant (`engine.instant.InstantHands`) ----------------------
+    def take_events(self, now: float) -> None:
+        """Finishes and ends of grace periods due at `now` (a zero grace period's stop is due at the
+        instant that chose the victim, and is applied only after that cycle)."""
+        while self.events.next_time() == now:
+            _, kind, i, epoch = self.events.pop()
+            run = self.runs[i]
+            if epoch != run.epoch:
+                continue
+            if kind is EventKind.FINISH:
+                self._finish(i, now)
+                self.settled += 1
+                self.makespan_end = max(self.makespan_end, now)
+                if self.on_progress is not None and self.settled % self.report_every == 0:
+                    self.on_progress(self.settled, len(self.runs))
+            else:
+                self._stop(i, now)
 
-    def _apply(self, decisions: Decisions, now: float) -> bool:
+    def refresh_victim_inputs(self, now: float) -> bool:
+        """Unsaved work only steers *which* victim is taken, so it is refreshed only when a
+        preemption is on the table (refreshing every running job at every instant is the
+        simulator's most expensive step otherwise), and the cycle is decided again."""
+        if not self.with_interval_running:
+            return False
+        for j in sorted(self.with_interval_running):
+            run = self.runs[j]
+            if run.state == JobRun.RUNNING:
+                self.state.set_unsaved_work(run.job.job_id, run.unsaved_unit_s(now))
+        return True
+
+    def apply(self, decisions: Decisions, now: float) -> bool:
         changed = False
         for p in decisions.preempt:
             changed |= self._preempt(self.index[p.victim_id], p.preemptor_id, now)
@@ -302,58 +332,39 @@ class Simulation:
             self._admit(self.index[a.task_id], a.admission, now)
             changed = True
         self.last_pending = decisions.pending
+        if self.on_decisions is not None and not decisions.empty:
+            self.on_decisions(now, decisions)
         return changed
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, on_progress: ProgressCallback | None = None) -> RunOutcome:
         total = len(self.runs)
         order = [i for i, run in enumerate(self.runs) if run.state == JobRun.WAITING]
-        settled = total - len(order)  # never-fit jobs are settled from the start
+        self.settled = total - len(order)  # never-fit jobs are settled from the start
+        self.on_progress = on_progress
+        self.report_every = max(total // 200, 1)
+        self.makespan_end = self.window[0]
         next_submit = 0
-        cycles_here = 0
-        last_t = -math.inf
-        report_every = max(total // 200, 1)
-        makespan_end = self.window[0]
         while next_submit < len(order) or len(self.events):
             t_event = self.events.next_time()
             t_submit = self.runs[order[next_submit]].job.submit_s if next_submit < len(order) else math.inf
             now = t_submit if t_event is None or t_submit <= t_event else t_event
-            if now != last_t:
-                cycles_here = 0
-                last_t = now
             self.meter.advance(now)
             while next_submit < len(order) and self.runs[order[next_submit]].job.submit_s == now:
                 self._enqueue(order[next_submit], now, first=True)
                 next_submit += 1
-            while self.events.next_time() == now:
-                _, kind, i, epoch = self.events.pop()
-                run = self.runs[i]
-                if epoch != run.epoch:
-                    continue
-                if kind is EventKind.FINISH:
-                    self._finish(i, now)
-                    settled += 1
-                    makespan_end = max(makespan_end, now)
-                    if on_progress is not None and settled % report_every == 0:
-                        on_progress(settled, total)
-                else:
-                    self._stop(i, now)
-            while self.waiting:
-                cycles_here += 1
-                if cycles_here > self.config.max_cycles_per_instant:
-                    raise SimulationError(
-                        f"the engine made {cycles_here - 1} decision cycles at t={now:g}s without time "
-                        "moving: a zero-time preemption loop"
-                    )
-                # Cycles run back to back until one changes nothing: Kueue admits one head per
-                # team per cycle, and after an admission the engine defers that cohort's
-                # preemption plans to the next cycle (as Kueue does), even with multi-admit.
-                if not self._apply(self._decide(now), now):
-                    break
-                if self.events.next_time() == now:
-                    break  # zero-grace stops and zero-length jobs: apply them, then decide again
+            # The loop the live scheduler runs too (`engine.instant`): events, then cycles back to
+            # back at `now` until one changes nothing.
+            instant = settle_instant(
+                self.state, now, self.engine_config, self, max_cycles=self.config.max_cycles_per_instant
+            )
+            if not instant.settled:
+                raise SimulationError(
+                    f"the engine made {instant.cycles} decision cycles at t={now:g}s without time "
+                    "moving: a zero-time preemption loop"
+                )
         if on_progress is not None:
-            on_progress(settled, total)
+            on_progress(self.settled, total)
         stuck = {
             run.job.job_id: self.last_pending.get(run.job.job_id, _NOT_DECIDED)
             for run in self.runs
@@ -368,7 +379,7 @@ class Simulation:
             meter=self.meter,
             timeline=self.meter.timeline(),
             preemptions=self.preemptions,
-            makespan_s=makespan_end - self.window[0],
+            makespan_s=self.makespan_end - self.window[0],
             window=self.window,
             capacity_units=sum(self.meter.capacity.values()),
             unit=self.unit,
@@ -384,6 +395,7 @@ def simulate(
     jobs: list[SimJob],
     config: SimConfig | None = None,
     on_progress: ProgressCallback | None = None,
+    on_decisions: DecisionsCallback | None = None,
 ) -> RunOutcome:
     """Replay `jobs` under `policy` with the engine `config.engine` names."""
-    return Simulation(policy, jobs, config or SimConfig()).run(on_progress)
+    return Simulation(policy, jobs, config or SimConfig(), on_decisions).run(on_progress)

@@ -1,8 +1,8 @@
 """Rows to the engine's and the executor's types, and the few rules about an attempt's end.
 
 Pure functions: the scheduler (and crash recovery) build engine requests, admissions and executor
-handles from stored rows through these and nothing else, so the live system maps tasks exactly the
-way the simulator does (seq = global submission sequence, queued_at = when it (re)entered the queue).
+handles from stored rows through these and nothing else; a row becomes an engine request through
+the mapping the simulator uses too (`engine.requests.task_request`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from gpucommons.backends.ports import ExitStatus, Handle
 from gpucommons.domain.model import Policy
 from gpucommons.domain.resources import Resources
 from gpucommons.domain.task import CheckpointMode, TaskState
+from gpucommons.engine.requests import task_request as request_for
 from gpucommons.engine.types import Admission, NodeSlice, Pending, PendingCode, TaskRequest
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at
@@ -22,22 +23,19 @@ from gpucommons.store.models import TaskRow
 
 
 def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
-    try:
-        preemptible = policy.priority_class(row.priority_class).preemptible
-    except KeyError:  # the class left the policy: treat the task as an ordinary preemptible one
-        preemptible = True
-    # Work someone started on the cluster directly is usage we see, not a process we may stop.
-    preemptible = preemptible and row.origin != "cluster"
-    return TaskRequest(
-        id=row.id,
-        team=row.team,
-        resources=Resources(row.gpus, row.cpu_milli, row.memory_mib),
-        priority=row.priority_value,
-        priority_class=row.priority_class,
+    """The engine's request for a stored task: the row's fields through the one mapping the
+    simulator uses too (`engine.requests`)."""
+    return request_for(
+        row.id,
+        row.team,
+        Resources(row.gpus, row.cpu_milli, row.memory_mib),
+        row.priority_class,
+        row.priority_value,
         seq=row.seq,
         queued_at=row.queued_at,
-        pools=(row.pool_request,) if row.pool_request else (),
-        preemptible=preemptible,
+        pool=row.pool_request,
+        policy=policy,
+        stoppable=row.origin != "cluster",
     )
 
 

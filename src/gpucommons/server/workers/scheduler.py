@@ -7,8 +7,10 @@ change — `wake()`) and at least every `tick` seconds (exit polling, grace-peri
 2. watch live attempts: settle the ones that ended, escalate stops (signal → grace → SIGKILL),
    enforce max_runtime, start stops for cancel requests, warn about overdue checkpoints;
 3. `engine.decide(state, now, EngineConfig.commons())` — the same call the simulator makes;
-4. act: Admit → reserve GPUs (DB-unique), open the ledger interval, launch; Preempt → signal the
-   victim, which goes back to the queue when it has stopped.
+4. act: Admit → reserve GPUs (DB-unique), open the ledger interval; Preempt → signal the
+   victim, which goes back to the queue when it has stopped;
+5. settle what ended meanwhile and go back to 3 at the same `now` until a cycle changes nothing: the
+   simulator's loop (`engine.instant`, through `scheduler_instant`); then launch.
 
 The store is the truth; the in-memory state mirrors it and is rebuilt from it at startup (crash
 recovery) or whenever a store write fails. Every change happens under `lock`.
@@ -43,6 +45,7 @@ from gpucommons.domain.intake import SeqWatermark
 from gpucommons.domain.model import Policy
 from gpucommons.domain.task import TaskState
 from gpucommons.engine import decide
+from gpucommons.engine.instant import settle_instant
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import EngineConfig, Pending
 from gpucommons.server.services.tasks import LIVE_STATES
@@ -57,6 +60,7 @@ from gpucommons.server.workers.foreign import ForeignWorkTracker
 from gpucommons.server.workers.launching import LaunchBuilder
 from gpucommons.server.workers.outputs import CycleStats, SchedulerHooks, UsageView
 from gpucommons.server.workers.scheduler_actuator import Actuator
+from gpucommons.server.workers.scheduler_instant import MAX_CYCLES_PER_INSTANT, LiveInstant
 from gpucommons.server.workers.scheduler_supervisor import AttemptSupervisor
 from gpucommons.store.db import Database
 from gpucommons.store.models import TaskRow
@@ -255,7 +259,6 @@ class Scheduler:
 
     def cycle(self) -> CycleStats:
         started = time.perf_counter()
-        stats = CycleStats()
         with self.lock:
             now = self.clock.now()
             self._take_policy()
@@ -263,23 +266,22 @@ class Scheduler:
             self._take_inbox()
             if self.shared_store:
                 self._take_stored()
-            stats.ended = self.supervisor.watch(now)
-            decisions = decide(self.state, now, self.config)
-            self.pending = with_out_of_service(decisions.pending, self._out_of_service)
-            for preempt in decisions.preempt:
-                stats.preempted += self.actuator.preempt(preempt, now)
-            admissions = self.actuator.reserve_all(decisions.admit, now)
-            stats.admitted = len(admissions)
+            # The simulator's own loop: settle ended attempts, decide, act, until nothing changes at
+            # `now` (docs/decisions/0010-one-loop-per-instant.md).
+            hands = LiveInstant(self.supervisor, self.actuator)
+            instant = settle_instant(self.state, now, self.config, hands, max_cycles=MAX_CYCLES_PER_INSTANT)
+            self.pending = with_out_of_service(instant.pending, self._out_of_service)
             self.last_cycle_at = now
             self.cycles += 1
             self.usage = UsageView.of(self.state)
         # Starting processes takes time; the API must not wait for it (nothing here touches the
         # engine's state, except a failed start, which takes the lock again).
-        self.actuator.launch_all(admissions)
-        self.hooks.cycle_done(time.perf_counter() - started, decisions)
-        if stats.ended and not decisions.empty:
+        self.actuator.launch_all(hands.admissions)
+        self.hooks.cycle_done(time.perf_counter() - started, instant.decisions)
+        if not instant.settled:
+            log.warning("%d decision cycles at one instant, still changing: going on at once", instant.cycles)
             self._wake.set()
-        return stats
+        return hands.stats
 
     def mark_dirty(self, task_id: str) -> None:
         """The API changed a live task (cancel, checkpoint): supervise it at the next cycle."""

@@ -65,13 +65,15 @@ NOTHING_RESERVED = Reservation()
 @dataclass
 class Admissions:
     """The cycle's reserved admissions: the launches still to start, the starts that failed (task
-    id, why)."""
+    id, why), and how many were reserved in all (with `batch_starts` the launches start at once and
+    are not listed, yet each changed the engine's state)."""
 
     launches: list[Launch]
     failed: list[tuple[str, str]]
+    reserved: int = 0
 
     def __len__(self) -> int:
-        return len(self.launches) + len(self.failed)
+        return self.reserved
 
 
 class ActuatorHost(Protocol):
@@ -201,6 +203,8 @@ class Actuator:
                 reserved_here: list[Launch] = []
                 for admit in chunk:
                     reserved = self._reserve(session, rows.get(admit.task_id), admit, now)
+                    if reserved.launch is not None or reserved.failure is not None:
+                        done.reserved += 1
                     if reserved.launch is not None:
                         reserved_here.append(reserved.launch)
                     elif reserved.failure is not None:

@@ -163,6 +163,33 @@ class AttemptSupervisor:
             self.supervised_at = now
         return ended
 
+    def refresh_unsaved_work(self, now: float) -> bool:
+        """Every admitted task's unsaved work as of `now`, read from the store; True if any value
+        changed. Supervision hands it to the engine once per tick; a cycle that proposes
+        preemptions needs it now, as the simulator gives it, or the checkpoint-aware choice of
+        victims reads values up to a tick old (a cycle woken by a submission between ticks)."""
+        state = self.host.state
+        with self.host.db.session() as session:
+            rows = session.execute(
+                select(
+                    TaskRow.id,
+                    TaskRow.checkpoint_mode,
+                    TaskRow.gpus,
+                    TaskRow.started_at,
+                    TaskRow.last_checkpoint_at,
+                ).where(TaskRow.state.in_(LIVE_STATES))
+            ).all()
+        changed = False
+        for task_id, mode, gpus, started_at, checkpoint_at in rows:
+            rt = state.running(task_id)
+            if rt is None:
+                continue
+            unsaved = unsaved_gpu_seconds(mode, gpus, last_saved_at(started_at, checkpoint_at), now)
+            if unsaved != rt.unsaved_gpu_s:
+                state.set_unsaved_work(task_id, unsaved)
+                changed = True
+        return changed
+
     # --- a live attempt, by its state --------------------------------------------------------------
 
     def _supervise(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
