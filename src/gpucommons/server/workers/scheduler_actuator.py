@@ -275,6 +275,12 @@ class Actuator:
 
     # --- launching ----------------------------------------------------------------------------------
 
+    @property
+    def starts_in_background(self) -> bool:
+        """Starts go to threads the cycle does not wait for (`launch_all`): they may be handed over
+        while the cycle still holds the lock, as soon as they are reserved."""
+        return self.host.executor.traits.concurrent_starts > 1 and not self.host.batch_starts
+
     def launch_all(self, admissions: Admissions) -> None:
         """Start each reserved attempt; store each handle before the next launch (or, with
         `batch_starts`, for executors whose attempts die with the server, all at once). Called
@@ -286,7 +292,7 @@ class Actuator:
         recovery (the trait promises it)."""
         host = self.host
         launches, failed = admissions.launches, admissions.failed
-        if host.executor.traits.concurrent_starts > 1 and not host.batch_starts and launches:
+        if self.starts_in_background and launches:
             self._launch_concurrently(launches)
             launches = []
         started: list[tuple[Launch, Handle, float]] = []

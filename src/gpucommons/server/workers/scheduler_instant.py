@@ -5,7 +5,10 @@ that ended, decide, preempt and reserve, again at the same `now` until a cycle c
 What the simulator does with its event heap and its job model, the server does here with the
 supervisor (ended attempts, victims that stopped) and the actuator (signals, store writes).
 Launches are only collected: the scheduler starts them once the instant is settled, outside its
-lock (the engine's state already holds the admissions, so the next cycle does not need them).
+lock (the engine's state already holds the admissions, so the next cycle does not need them) — except
+on a backend whose starts run in threads of their own (Slurm's sbatch), where each is handed over as
+soon as it is reserved: the instant's further cycles then overlap the `sbatch` calls instead of
+delaying them.
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ class LiveInstant:
         reserved = self.actuator.reserve_all(decisions.admit, now)
         self.stats.preempted += preempted
         self.stats.admitted += reserved.reserved
-        self.admissions.launches += reserved.launches
+        if self.actuator.starts_in_background:
+            self.actuator.launch_all(Admissions(reserved.launches, []))
+        else:
+            self.admissions.launches += reserved.launches
         self.admissions.failed += reserved.failed
         self.admissions.reserved += reserved.reserved
         return bool(preempted or reserved.reserved)
