@@ -92,6 +92,7 @@ class SlurmExecutor(ExecutorBase):
         refresh_s: float = 0.2,
         inventory_s: float = 2.0,
         mark_s: float = 0.02,
+        mark_verify_s: float = 10.0,
         clock: Callable[[], float] = time.time,
         log_dir: Path | None = None,
     ) -> None:
@@ -118,7 +119,8 @@ class SlurmExecutor(ExecutorBase):
         self._submitted: dict[str, float] = {}
         #: Statuses already reported, so a second poll answers the same once Slurm forgets the job.
         self._ended: dict[str, ExitStatus] = {}
-        self._marks = EndMarks()
+        #: `mark_verify_s`: how long Slurm may still report a job running after its end mark.
+        self._marks = EndMarks(verify_s=mark_verify_s)
         self._teams_by_account: dict[str, str] = {}
         self._wake: Callable[[], None] | None = None
         self._watcher: threading.Thread | None = None
