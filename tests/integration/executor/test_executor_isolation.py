@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import stat
@@ -26,6 +25,7 @@ from gpucommons.backends.local.accounts import IsolationMode, TeamAccounts
 from gpucommons.backends.local.task_path import reachable_by_others, runnable_by_others
 from gpucommons.backends.ports import ExitStatus, Handle, Launch
 from gpucommons.cli.doctor_checks import task_path_check
+from gpucommons.testing.accounts import scratch_team_accounts
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("useradd") is None, reason="team accounts need root and useradd"
@@ -34,15 +34,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def accounts() -> Iterator[TeamAccounts]:
-    # Not under pytest's tmp_path: its parent is 0700, which team accounts could not cross.
-    home = Path(tempfile.mkdtemp(prefix="commons-iso-", dir="/tmp"))
-    teams = TeamAccounts(home, prefix=f"ct{secrets.token_hex(3)}-", mode=IsolationMode.ACCOUNTS)
-    try:
+    with scratch_team_accounts(("alpha", "beta")) as teams:
         yield teams
-    finally:
-        for team in ("alpha", "beta"):
-            teams.remove_account(team)
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def run(

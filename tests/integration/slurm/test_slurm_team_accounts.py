@@ -10,21 +10,19 @@ Runs only as root with useradd (CI does); accounts get a unique prefix per run a
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from gpucommons.backends.local.accounts import IsolationMode, TeamAccounts
+from gpucommons.backends.local.accounts import TeamAccounts
 from gpucommons.backends.ports import ExitStatus, Handle, Launch
 from gpucommons.backends.slurm.client import SlurmClient
 from gpucommons.backends.slurm.executor import SlurmExecutor
 from gpucommons.backends.slurm.jobs import JobPhase
 from gpucommons.policy.loader import parse_policy
+from gpucommons.testing.accounts import scratch_team_accounts
 from gpucommons.testing.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.skipif(
@@ -47,17 +45,9 @@ teams:
 
 @pytest.fixture
 def accounts() -> Iterator[TeamAccounts]:
-    # Not under pytest's tmp_path: its parent is 0700, which team accounts could not cross.
-    home = Path(tempfile.mkdtemp(prefix="commons-slurm-iso-", dir="/tmp"))
-    home.chmod(0o755)
-    teams = TeamAccounts(home, prefix=f"cs{secrets.token_hex(3)}-", mode=IsolationMode.ACCOUNTS)
-    (home / "logs").mkdir(mode=0o700)
-    try:
+    with scratch_team_accounts(("alpha", "beta"), tag="cs") as teams:
+        (teams.home / "logs").mkdir(mode=0o700)
         yield teams
-    finally:
-        for team in ("alpha", "beta"):
-            teams.remove_account(team)
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture
