@@ -140,15 +140,19 @@ class Clock:
 
 def test_a_mark_is_read_at_once_and_checked_against_slurm_afterwards(tmp_path: Path) -> None:
     now = Clock()
-    marks = EndMarks(verify_s=10.0, clock=lambda: 1000.0 + now(), monotonic=now)
+    wall = iter([1000.0, 1000.0, 1300.0, 1300.0])
+    marks = EndMarks(verify_s=10.0, monotonic=now, clock=lambda: next(wall))
     mark, forged = end_mark_path(tmp_path, JOB_ID), end_mark_path(tmp_path, "4243")
     marks.expect(JOB_ID, mark)
     marks.expect("4243", forged)
-    assert not marks.look() and marks.ended(JOB_ID) is None  # no mark yet
+    assert not marks.look() and marks.ended(JOB_ID) is None  # no mark yet (looked at 1000)
     mark.write_text("3\n")
-    forged.write_text("0\n")  # a team's file: its job goes on running
+    os.utime(mark, (1234.5, 1234.5))  # written when the script returned, read at 1300
+    forged.write_text("0\n")  # a team's file: its job goes on running; backdated to cut the bill
+    os.utime(forged, (10.0, 10.0))
     assert marks.look()
-    assert marks.ended(JOB_ID) == ExitStatus(code=3, ended_at=1100.0)
+    assert marks.ended(JOB_ID) == ExitStatus(code=3, ended_at=1234.5)
+    assert marks.ended("4243") == ExitStatus(code=0, ended_at=1000.0)  # not before the last look
     marks.forget(JOB_ID)
     marks.forget("4243")
     assert not mark.exists() and marks.ended(JOB_ID) is None
@@ -167,6 +171,7 @@ def test_a_round_asked_for_before_the_mark_was_read_confirms_nothing(tmp_path: P
     marks = EndMarks(verify_s=1.0, monotonic=now)
     mark = end_mark_path(tmp_path, JOB_ID)
     marks.expect(JOB_ID, mark)
+    assert not marks.look()
     mark.write_text("0\n")
     before = now.now - 0.1
     assert marks.look()
@@ -180,6 +185,7 @@ def test_what_the_batch_script_does_not_write_is_no_mark(tmp_path: Path, text: s
     marks = EndMarks()
     mark = end_mark_path(tmp_path, JOB_ID)
     marks.expect(JOB_ID, mark)
+    assert not marks.look()
     mark.write_text(text)
     assert not marks.look() and marks.ended(JOB_ID) is None
 
@@ -193,6 +199,16 @@ def test_a_link_or_a_pipe_in_the_teams_folder_is_not_followed_nor_waited_on(tmp_
     marks.expect("4243", end_mark_path(tmp_path, "4243"))
     os.mkfifo(end_mark_path(tmp_path, "4243"))
     assert not marks.look()
+    assert not marks.look()
+
+
+def test_a_mark_there_before_the_first_look_is_left_to_slurms_records(tmp_path: Path) -> None:
+    """A job that ended while a restarted server was down: its EndTime, not its mark, closes it."""
+    marks = EndMarks()
+    mark = end_mark_path(tmp_path, JOB_ID)
+    mark.write_text("0\n")
+    marks.expect(JOB_ID, mark)
+    assert not marks.look() and not marks.look() and marks.ended(JOB_ID) is None
 
 
 def test_completing_counts_as_ended_only_with_an_exit_code() -> None:

@@ -5,8 +5,8 @@ A Slurm job's end reaches slurmctld at once, but GPU Commons would hear of it on
 at every turn. So each batch script writes `slurm-<job id>.end` beside its output when its command
 returns — the exit status as its shell saw it (`submit`'s docstring) — and a watcher thread looks for
 the marks of the jobs it expects every few tens of milliseconds: a stat per running job, no call to
-Slurm. The attempt is reported ended as soon as its mark is read, at the server's clock; its GPUs go
-to the next task, whose job Slurm starts once it has released them.
+Slurm. The attempt is reported ended as soon as its mark is read; its GPUs go to the next task, whose
+job Slurm starts once it has released them.
 
 A mark is written by the job, so anyone who may write that folder could forge one: the mark is
 checked against Slurm afterwards. A job Slurm still reports running `verify_s` after its mark (its
@@ -14,7 +14,10 @@ script has long returned, or it never did) is cancelled, so a forged mark ends t
 never two jobs on one GPU (Slurm holds the next job until the GPU is free) and at most `verify_s` of
 unbilled time. The status in a mark is the task's own: a task chooses its exit code anyway.
 
-Marks live in memory: after a restart the server finds its jobs' ends by `squeue` alone, as before.
+An attempt ends when its mark was written (its modification time), but never before the last look
+that found no mark, so a backdated forgery cannot shorten the bill. A mark already there at the first
+look (a job that ended while a restarted server was down) is not used: Slurm's records close that
+attempt at its real end, as they do without marks.
 """
 
 from __future__ import annotations
@@ -54,17 +57,18 @@ def status_of_mark(text: str, ended_at: float) -> ExitStatus | None:
     return ExitStatus(code=code, ended_at=ended_at)
 
 
-def read_mark(path: Path) -> str | None:
-    """The mark's text, or None while there is none. Not following a link, not blocking on a
-    pipe: the folder may be the team's."""
+def read_mark(path: Path) -> tuple[str, float] | None:
+    """The mark's text and modification time, or None while there is none (or it is not a regular
+    file). Not following a link, not blocking on a pipe: the folder may be the team's."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return os.read(fd, _MAX_MARK_BYTES + 1).decode("ascii", "replace")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return os.read(fd, _MAX_MARK_BYTES + 1).decode("ascii", "replace"), info.st_mtime
     finally:
         os.close(fd)
 
@@ -75,21 +79,23 @@ class EndMarks:
     def __init__(
         self,
         verify_s: float = 10.0,
-        clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.verify_s = verify_s
-        self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._expected: dict[str, Path] = {}
         self._ended: dict[str, MarkedEnd] = {}
         #: Job id → when its mark was read, until Slurm agrees the job has ended.
         self._unconfirmed: dict[str, float] = {}
+        #: Job id → the wall-clock time of the last look that found no mark.
+        self._absent_at: dict[str, float] = {}
+        self._clock = clock
 
     def expect(self, job_id: str, mark: Path) -> None:
         with self._lock:
-            self._expected[job_id] = mark
+            self._expected.setdefault(job_id, mark)
 
     def look(self) -> bool:
         """Read the marks that have appeared; True when one has (the scheduler then settles it)."""
@@ -97,13 +103,20 @@ class EndMarks:
             waiting = [(job_id, mark) for job_id, mark in self._expected.items() if job_id not in self._ended]
         found = False
         for job_id, mark in waiting:
-            text = read_mark(mark)
-            status = status_of_mark(text, self._clock()) if text else None
-            if status is None:
-                # None yet, or not what the batch script writes (a team's file): Slurm tells.
+            looked_at = self._clock()
+            read = read_mark(mark)
+            if read is None:
+                self._absent_at[job_id] = looked_at
                 continue
+            absent_at = self._absent_at.get(job_id)
+            if absent_at is None:
+                continue  # there before the first look: Slurm's records tell (module docstring)
+            text, written_at = read
+            status = status_of_mark(text, max(written_at, absent_at))
+            if status is None:
+                continue  # not what the batch script writes (a team's file): Slurm tells
             with self._lock:
-                if job_id in self._expected:
+                if job_id in self._expected and job_id not in self._ended:
                     self._ended[job_id] = MarkedEnd(status, self._monotonic())
                     self._unconfirmed[job_id] = self._monotonic()
                     found = True
@@ -120,6 +133,7 @@ class EndMarks:
         with self._lock:
             mark = self._expected.pop(job_id, None)
             self._ended.pop(job_id, None)
+            self._absent_at.pop(job_id, None)
         if mark is not None:
             with contextlib.suppress(OSError):
                 mark.unlink()

@@ -349,6 +349,8 @@ class SlurmExecutor(ExecutorBase):
         with self._lock:
             if job_id in self._ended:
                 return self._ended[job_id]
+            if (mark := self._mark_of(handle, job_id)) is not None:
+                self._marks.expect(job_id, mark)  # again after a restart: the job's mark is still due
             if (marked := self._marks.ended(job_id)) is not None:
                 self._ended[job_id] = marked
         if marked is not None:
@@ -374,6 +376,12 @@ class SlurmExecutor(ExecutorBase):
             with contextlib.suppress(SlurmError):
                 self.client.cancel(job_id)
         return status
+
+    def _mark_of(self, handle: Handle, job_id: str) -> Path | None:
+        """Where the job's end mark goes: beside its output, which is the task's log (in `log_dir`)
+        or, with team accounts, the attempt's own file in the team's workspace (`exit_file`)."""
+        folder = handle.exit_file.parent if handle.exit_file is not None else self.log_dir
+        return end_mark_path(folder, job_id) if folder is not None else None
 
     def _collect_output(self, handle: Handle) -> None:
         """An attempt that wrote its output in the team's workspace: append it to the task's log once
