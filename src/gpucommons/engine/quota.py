@@ -359,21 +359,5 @@ class QuotaTree:
                 level = max(level, self.lowest_subtree_that_fits(team, pool, component, val, isolated)[0])
         return level
 
-    def cohort_within_quota(self, cohort: str, pool: str, components: Resources) -> bool:
-        """Kueue `IsWithinNominalInResources` for a cohort: its subtree uses no more than its subtree
-        quota in every component named (positive) in `components`."""
-        key = (cohort, pool)
-        u = self.cohort_usage.get(key, ZERO)
-        q = self.subtree_quota.get(key, ZERO)
-        return not (
-            (components.gpus > 0 and u.gpus > q.gpus)
-            or (components.cpu_milli > 0 and u.cpu_milli > q.cpu_milli)
-            or (components.memory_mib > 0 and u.memory_mib > q.memory_mib)
-        )
-
-    def cohort_parents(self, cohort: str) -> tuple[str, ...]:
-        """The cohort's parent, grandparent, ... up to the root (itself excluded)."""
-        return self._cohort_ancestors.get(cohort, ())
-
     def root_teams(self, root: str) -> list[str]:
         return [t for t in self.team_parent if self.root(t) == root]

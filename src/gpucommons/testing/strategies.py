@@ -250,6 +250,7 @@ class MiniSim:
                 return
             if self.check:
                 check_cycle(self.state, d, usage_before)
+                check_subtrees_within_quota_kept(self.state, d)
                 check_preemptions_make_room(self.state, d, now, self.config)
             apply_decisions(self.state, d, now)
             self.result.decisions.append(d)
@@ -322,6 +323,33 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
                 f"{p.victim_id} of team {rt.task.team}, within its nominal quota, "
                 f"preempted by {preemptor.team} ({p.reason}; usage before {usage_before[key].gpus}, "
                 f"nominal {q.nominal.gpus}, victims {[r.gpus for r in taken]}; {d})"
+            )
+
+
+def check_subtrees_within_quota_kept(state: ClusterState, d: Decisions) -> None:
+    """Reclaim from another team goes through their lowest common cohort, and takes only from a
+    side of the tree that uses more than its quota: every cohort between the victim's team and that
+    common cohort was above its subtree quota before the cycle (Kueue `collectCandidatesInSubtree`
+    and `candidateIsValid`). So a cohort's teams running on the cohort's own quota are never
+    preempted from outside, whatever their own nominal quotas."""
+    tree = state.quota
+    for p in d.preempt:
+        rt = state.running(p.victim_id)
+        preemptor = state.pending(p.preemptor_id)
+        if p.reason is PreemptReason.WITHIN_TEAM or rt is None or preemptor is None:
+            continue
+        if rt.task.resources.cpu_milli or rt.task.resources.memory_mib:
+            continue  # GPUs only: a CPU or memory shortage reaches other components
+        theirs = set(tree.ancestors(preemptor.team))
+        pool = rt.admission.pool
+        for cohort in tree.ancestors(rt.task.team):
+            if cohort in theirs:
+                break
+            used = tree.cohort_usage[(cohort, pool)].gpus
+            quota = tree.subtree_quota[(cohort, pool)].gpus
+            assert used > quota, (
+                f"{p.victim_id} of team {rt.task.team} preempted by team {preemptor.team} ({p.reason}) "
+                f"although cohort {cohort} used {used} of its {quota} {pool} GPUs"
             )
 
 
