@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from policy_helpers import issue_at, issues_of
+from typer.testing import CliRunner
 
+from gpucommons.cli.main import app
 from gpucommons.domain.resources import UNLIMITED, Resources
 from gpucommons.policy import dump_policy, parse_policy
 
@@ -82,3 +85,13 @@ def test_a_cohort_cpu_quota_finer_than_a_milli_cpu_is_refused() -> None:
 def test_an_unknown_key_in_a_cohort_quota_is_refused() -> None:
     issues = issues_of(textwrap.dedent(GOOD).replace("{gpus: 0, cpus: 4}", "{gpus: 0, gpu: 4}"))
     assert any(i.path.startswith("cohorts[1].quotas.h100") for i in issues), issues
+
+
+def test_policy_check_lists_a_cohort_quota_and_counts_it_in_the_total(tmp_path: Path) -> None:
+    good = tmp_path / "dept.yaml"
+    good.write_text(GOOD)
+    result = CliRunner().invoke(app, ["policy", "check", "--wide", str(good)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "cohort research (own)" in line)
+    assert "cluster" in row and "64 (8 / 16)" in row
+    assert "80 / 80" in result.output  # 64 (research) + 16 (ops) of 80
