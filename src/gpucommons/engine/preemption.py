@@ -58,10 +58,9 @@ class Preemptor:
     pool: str
     #: Resource components that need room (1 where the request does not fit).
     needs: Resources
-    #: Other teams whose tasks may be candidates, and how they are reached (`reach_other_teams`).
+    #: Other teams whose tasks may be candidates, and how they are reached (`reach_other_teams`);
+    #: None under fair sharing, which reaches every borrowing team of the root's subtree.
     reach: dict[str, Reach] | None = None
-    #: The request fits in the team's own nominal quota (advantage over every borrower).
-    within_nominal: bool = False
 
 
 def needed_components(cy: Cycle, task: TaskRequest, pool: str) -> Resources:
@@ -244,9 +243,12 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
                 out.append(rt)
     if others and cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
         only_lower = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
-        if p.reach is None:
-            p.reach = reach_other_teams(cy, p)
-        for other in p.reach:
+        # Classic preemption reaches other teams through the hierarchy (`reach_other_teams`); fair
+        # sharing, as Kueue's `findCandidates`, takes every borrowing team of the root's subtree.
+        reached = p.reach if p.reach is not None else cy.cohort_members(task.team)
+        for other in reached:
+            if other == task.team or not cy.is_borrowing(other, p.pool, p.needs):
+                continue
             lowest_other = cy.state.min_running_priority(other)
             if lowest_other is None or (only_lower and lowest_other >= prio):
                 continue  # it runs nothing, or nothing that ranks below the preemptor
@@ -540,11 +542,11 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     p = Preemptor(task, pool, needed_components(cy, task, pool))
     threshold = _borrow_threshold(cy, task)
     hierarchical = False
-    if cy.root(task.team) is not None and cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER:
+    reclaims = cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
+    if not fair_share and reclaims and cy.root(task.team) is not None:
         p.reach = reach_other_teams(cy, p)
-        q = cy.quota.quota(task.team, pool)
-        p.within_nominal = q is not None and cy.within_nominal(task.team, pool, task.resources)
-        hierarchical = not p.within_nominal and any(r.advantage for r in p.reach.values())
+        within_nominal = cy.within_nominal(task.team, pool, task.resources)
+        hierarchical = not within_nominal and any(r.advantage for r in p.reach.values())
     # Other teams' tasks can only serve to reclaim (preemptor under nominal, or with hierarchical
     # advantage), to borrow within the cohort, or under fair share; otherwise Kueue ends with own
     # tasks only, so skip the others.

@@ -327,11 +327,13 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
 
 
 def check_subtrees_within_quota_kept(state: ClusterState, d: Decisions) -> None:
-    """Reclaim from another team goes through their lowest common cohort, and takes only from a
+    """Classic mode: reclaim from another team goes through their lowest common cohort, and takes only from a
     side of the tree that uses more than its quota: every cohort between the victim's team and that
     common cohort was above its subtree quota before the cycle (Kueue `collectCandidatesInSubtree`
     and `candidateIsValid`). So a cohort's teams running on the cohort's own quota are never
     preempted from outside, whatever their own nominal quotas."""
+    if state.policy.scheduling.mode is SchedulingMode.FAIR_SHARE:
+        return  # fair sharing reaches every borrowing team of the root (Kueue `findCandidates`)
     tree = state.quota
     for p in d.preempt:
         rt = state.running(p.victim_id)
