@@ -98,7 +98,15 @@ def _print_summary(console: Console, source: str, policy: Policy, wide: bool = F
         dedicated = team.isolation is Isolation.DEDICATED  # its own nodes: in no cohort
         label = escape(team.name) + (" (dedicated)" if dedicated else "")
         quotas.append([label, "—" if dedicated else escape(team.cohort), *cells])
-    used = [sum(t.nominal(p.name).gpus for t in policy.teams) for p in policy.pools]
+    for cohort in policy.cohorts:
+        if cohort.quotas:  # a cohort's own quota, shared by its subtree first
+            cells = [_quota_cell(cohort.quota(pool.name)) for pool in policy.pools]
+            quotas.append([f"cohort {escape(cohort.name)} (own)", escape(cohort.parent or "—"), *cells])
+    used = [
+        sum(t.nominal(p.name).gpus for t in policy.teams)
+        + sum(q.nominal.gpus for c in policy.cohorts if (q := c.quota(p.name)) is not None)
+        for p in policy.pools
+    ]
     quotas.append(
         [
             "Σ nominal / capacity",

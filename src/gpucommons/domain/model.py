@@ -129,14 +129,6 @@ class PriorityClass:
 
 
 @dataclass(frozen=True, slots=True)
-class Cohort:
-    """A group of teams (and child cohorts) that lend to each other."""
-
-    name: str
-    parent: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Quota:
     """What a team is guaranteed in one pool, and how far it may borrow and lend.
 
@@ -164,6 +156,27 @@ class Quota:
     def reserved(self) -> Resources:
         """`nominal − lend_limit`: what the team always keeps to itself."""
         return (self.nominal - self.lendable).clamp_nonnegative()
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A group of teams (and child cohorts) that lend to each other.
+
+    `quotas` is the cohort's own quota per pool (Kueue: a Cohort's `spec.resourceGroups`): capacity
+    shared by the cohort's subtree on top of what its members lend. Its limits apply towards the
+    parent: `borrow_limit` caps what the subtree takes from outside beyond what it stores there,
+    `lend_limit` caps what the subtree lends out (of its own quota plus what its members lend).
+    """
+
+    name: str
+    parent: str | None = None
+    quotas: tuple[Quota, ...] = ()
+
+    def quota(self, pool: str) -> Quota | None:
+        for q in self.quotas:
+            if q.pool == pool:
+                return q
+        return None
 
 
 @dataclass(frozen=True, slots=True)

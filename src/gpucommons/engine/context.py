@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from gpucommons.domain.model import Pool, PriorityClass, Team
-from gpucommons.domain.resources import Resources
+from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import EngineConfig, NodeSlice, RunningTask
 from gpucommons.engine.whatif import WhatIf
@@ -50,6 +50,8 @@ class Cycle:
         #: preemptors or deferred tasks. Kueue chooses victims on the snapshot taken before the
         #: cycle's admissions, so a team is a borrower only by what it held before them.
         self.added: dict[tuple[str, str], Resources] = {}
+        #: Cohorts above a team the cycle added usage to (`cohort_usage_before` must recount them).
+        self.added_cohorts: set[str] = set()
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -151,6 +153,36 @@ class Cycle:
         self.whatif.hold(team, pool, req, placement)
         key = (team, pool)
         self.added[key] = self.added.get(key, Resources()) + req
+        self.added_cohorts.update(self.quota.ancestors(team))
+
+    def cohort_usage_before(self, cohort: str, pool: str) -> Resources:
+        """A cohort's usage as `is_borrowing` counts a team's: without this cycle's own admissions and
+        holds (less any victim removed in the view). Recounted from its children only when the
+        cycle added usage below it; Kueue's `accumulateFromChild` rule."""
+        tree = self.quota
+        if cohort not in self.added_cohorts:
+            return tree.cohort_usage.get((cohort, pool), ZERO)
+        total = ZERO
+        for team in tree.child_teams.get(cohort, ()):
+            q = tree.quota(team, pool)
+            if q is not None:
+                used = tree.usage[(team, pool)] - self.added.get((team, pool), ZERO)
+                total = total + (used - q.guaranteed).clamp_nonnegative()
+        for child in tree.child_cohorts.get(cohort, ()):
+            local = tree.cohort_local.get((child, pool), ZERO)
+            total = total + (self.cohort_usage_before(child, pool) - local).clamp_nonnegative()
+        return total
+
+    def cohort_within_quota(self, cohort: str, pool: str, components: Resources) -> bool:
+        """Kueue `IsWithinNominalInResources` for a cohort, on the usage before this cycle: its
+        subtree uses no more than its subtree quota in every component named in `components`."""
+        u = self.cohort_usage_before(cohort, pool)
+        q = self.quota.subtree_quota.get((cohort, pool), ZERO)
+        return not (
+            (components.gpus > 0 and u.gpus > q.gpus)
+            or (components.cpu_milli > 0 and u.cpu_milli > q.cpu_milli)
+            or (components.memory_mib > 0 and u.memory_mib > q.memory_mib)
+        )
 
     def within_nominal(self, team: str, pool: str, req: Resources) -> bool:
         q = self.quota.quota(team, pool)

@@ -16,6 +16,7 @@ Our extensions, each behind an `EngineConfig` switch:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpucommons.domain.model import (
@@ -23,7 +24,7 @@ from gpucommons.domain.model import (
     ReclaimPolicy,
     WithinTeamPolicy,
 )
-from gpucommons.domain.resources import Resources
+from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share, strategy_allows
 from gpucommons.engine.quota import COMPONENTS
@@ -38,6 +39,17 @@ class Target:
     leaving: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """How the preemptor reaches another team's tasks (Kueue `candidateElem`): through their lowest
+    common cohort `lca`, and with or without hierarchical advantage — the preemptor's request fits
+    in a subtree below `lca` that holds it but not the other team, so the other team uses quota
+    that belongs to the preemptor's side of the tree."""
+
+    advantage: bool
+    lca: str
+
+
 @dataclass(slots=True)
 class Preemptor:
     """The task looking for room, and where."""
@@ -46,6 +58,9 @@ class Preemptor:
     pool: str
     #: Resource components that need room (1 where the request does not fit).
     needs: Resources
+    #: Other teams whose tasks may be candidates, and how they are reached (`reach_other_teams`);
+    #: None under fair sharing, which reaches every borrowing team of the root's subtree.
+    reach: dict[str, Reach] | None = None
 
 
 def needed_components(cy: Cycle, task: TaskRequest, pool: str) -> Resources:
@@ -135,6 +150,79 @@ def _may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
     return cy.root(task.team) is not None and cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
 
 
+def _fits_where_asked(req: Resources, usage: Resources, quota: Resources) -> bool:
+    """Kueue `QuantitiesFitInQuota`: `usage + req` within `quota` in every component `req` asks for."""
+    return not (
+        (req.gpus > 0 and usage.gpus + req.gpus > quota.gpus)
+        or (req.cpu_milli > 0 and usage.cpu_milli + req.cpu_milli > quota.cpu_milli)
+        or (req.memory_mib > 0 and usage.memory_mib + req.memory_mib > quota.memory_mib)
+    )
+
+
+def reach_other_teams(cy: Cycle, p: Preemptor) -> dict[str, Reach]:
+    """Kueue `collectCandidatesForHierarchicalReclaim`: walk from the team's cohort up to the root;
+    at each cohort, the teams of its subtree (less the subtree already walked) that use more than
+    their quota — skipping sub-cohorts within their subtree quota, whose members use the sub-cohort's
+    own quota — are reached through it. Once the request fits in the subtree walked so far, the
+    preemptor has hierarchical advantage over every team reached from there on."""
+    task, pool, tree = p.task, p.pool, cy.quota
+    chain = () if cy.isolated else tree.ancestors(task.team)
+    q = tree.quota(task.team, pool)
+    if not chain or q is None:
+        return {}
+    req = task.resources
+    used = tree.usage[(task.team, pool)]
+    advantage = _fits_where_asked(req, used, q.nominal)
+    remaining = (req - (q.guaranteed - used).clamp_nonnegative()).clamp_nonnegative()
+    out: dict[str, Reach] = {}
+    previous: str | None = None
+    for cohort in chain:
+        _collect_over_quota(cy, p, cohort, previous, Reach(advantage, cohort), out, set())
+        key = (cohort, pool)
+        usage = tree.cohort_usage.get(key, ZERO)
+        advantage = advantage or _fits_where_asked(remaining, usage, tree.subtree_quota.get(key, ZERO))
+        local_free = (tree.cohort_local.get(key, ZERO) - usage).clamp_nonnegative()
+        remaining = (remaining - local_free).clamp_nonnegative()
+        previous = cohort
+    return out
+
+
+def _collect_over_quota(
+    cy: Cycle,
+    p: Preemptor,
+    cohort: str,
+    skip: str | None,
+    reach: Reach,
+    out: dict[str, Reach],
+    seen: set[str],
+) -> None:
+    """Kueue `collectCandidatesInSubtree`."""
+    seen.add(cohort)
+    for child in cy.quota.child_cohorts.get(cohort, ()):
+        if child == skip or child in seen or cy.cohort_within_quota(child, p.pool, p.needs):
+            continue
+        _collect_over_quota(cy, p, child, skip, reach, out, seen)
+    for team in cy.quota.child_teams.get(cohort, ()):
+        if team != p.task.team and cy.is_borrowing(team, p.pool, p.needs):
+            out[team] = reach
+
+
+def _still_over_quota(cy: Cycle, p: Preemptor, team: str) -> bool:
+    """Kueue `candidateIsValid` for another team's task: the team, and every cohort between it and
+    the lowest common cohort, still use more than their quota (earlier victims may have ended it)."""
+    if not cy.is_borrowing(team, p.pool, p.needs):
+        return False
+    reach = (p.reach or {}).get(team)
+    if reach is None:
+        return True
+    for cohort in cy.quota.ancestors(team):
+        if cohort == reach.lca:
+            break
+        if cy.cohort_within_quota(cohort, p.pool, p.needs):
+            return False
+    return True
+
+
 def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[RunningTask]:
     """Kueue `findCandidates`: own team's per `within_team`, borrowing teams' per `reclaim`
     (`others=False` leaves the other teams out)."""
@@ -155,7 +243,10 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
                 out.append(rt)
     if others and cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
         only_lower = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
-        for other in cy.cohort_members(task.team):
+        # Classic preemption reaches other teams through the hierarchy (`reach_other_teams`); fair
+        # sharing, as Kueue's `findCandidates`, takes every borrowing team of the root's subtree.
+        reached = p.reach if p.reach is not None else cy.cohort_members(task.team)
+        for other in reached:
             if other == task.team or not cy.is_borrowing(other, p.pool, p.needs):
                 continue
             lowest_other = cy.state.min_running_priority(other)
@@ -225,26 +316,22 @@ def _fill_back(cy: Cycle, p: Preemptor, targets: list[Target], allow_borrowing: 
     return targets
 
 
-def _minimal(
-    cy: Cycle, p: Preemptor, candidates: list[RunningTask], allow_borrowing: bool, threshold: int | None
+#: What to do with one candidate: its preemption reason (None: skip it) and whether the preemptor
+#: may still end up borrowing from here on.
+Pick = Callable[[RunningTask, bool], tuple[PreemptReason | None, bool]]
+
+
+def _remove_until_fits(
+    cy: Cycle, p: Preemptor, candidates: list[RunningTask], allow_borrowing: bool, pick: Pick
 ) -> list[Target] | None:
     """Kueue `minimalPreemptions`: remove candidates in order until the task fits, then fill back."""
     mark = cy.whatif.mark()
-    team = p.task.team
     targets: list[Target] = []
     fits = False
     for rt in candidates:
-        reason = PreemptReason.WITHIN_TEAM
-        if rt.task.team != team:
-            reason = PreemptReason.RECLAIM
-            if not cy.is_borrowing(rt.task.team, p.pool, p.needs):
-                continue
-            if threshold is not None and rt.task.priority >= threshold:
-                allow_borrowing = False
-            elif threshold is not None:
-                reason = PreemptReason.BORROW_WITHIN_COHORT
-                if protected_borrowed(cy, rt):
-                    continue
+        reason, allow_borrowing = pick(rt, allow_borrowing)
+        if reason is None:
+            continue
         cy.release(rt)
         targets.append(Target(rt, reason, rt.preempting))
         if _fits(cy, p, allow_borrowing):
@@ -254,6 +341,29 @@ def _minimal(
         targets = _fill_back(cy, p, targets, allow_borrowing)
     cy.whatif.rollback(mark)
     return targets if fits else None
+
+
+def _minimal(
+    cy: Cycle, p: Preemptor, candidates: list[RunningTask], allow_borrowing: bool, threshold: int | None
+) -> list[Target] | None:
+    """Kueue `minimalPreemptions` with `getTargets`' borrowing threshold: a victim of another team
+    at or above it means the preemptor must end within nominal quota."""
+    team = p.task.team
+
+    def pick(rt: RunningTask, allow: bool) -> tuple[PreemptReason | None, bool]:
+        if rt.task.team == team:
+            return PreemptReason.WITHIN_TEAM, allow
+        if not _still_over_quota(cy, p, rt.task.team):
+            return None, allow
+        if threshold is not None and rt.task.priority >= threshold:
+            return PreemptReason.RECLAIM, False
+        if threshold is not None:
+            if protected_borrowed(cy, rt):
+                return None, allow
+            return PreemptReason.BORROW_WITHIN_COHORT, allow
+        return PreemptReason.RECLAIM, allow
+
+    return _remove_until_fits(cy, p, candidates, allow_borrowing, pick)
 
 
 def _fair(
@@ -336,6 +446,62 @@ def _fair(
     return targets if fits else None
 
 
+def _hierarchical(
+    cy: Cycle, p: Preemptor, candidates: list[RunningTask], threshold: int | None
+) -> list[Target] | None:
+    """Kueue's classic preemption (`classicalPreemptions` over `candidateIterator`) when the
+    preemptor has hierarchical advantage over some other team without fitting in its own nominal
+    quota: a cohort subtree holding it has quota of its own (or lent by its members) that teams
+    outside use. Those teams' tasks go first, whatever `borrow_within_cohort` says (Kueue's
+    `HierarchicalReclaim` variant), then the other teams' per the borrowing rules, then its own.
+    """
+    team = p.task.team
+    reach = p.reach or {}
+
+    def group(rt: RunningTask) -> int:
+        if rt.task.team == team:
+            return 2
+        return 0 if reach[rt.task.team].advantage else 1
+
+    def reclaim_without_borrowing(rt: RunningTask) -> bool:
+        """Kueue `ReclaimWithoutBorrowing`: only while the preemptor ends within nominal quota."""
+        return group(rt) == 1 and (threshold is None or rt.task.priority >= threshold)
+
+    # Kueue's iterator: already-leaving tasks of each group first, then the rest, group by group.
+    ordered = sorted(candidates, key=lambda rt: (0 if rt.preempting else 1, group(rt)))
+    attempts = [True] if threshold is None and not _under_nominal(cy, p) else [True, False]
+    for allow_borrowing in attempts:
+        usable = [rt for rt in ordered if not (allow_borrowing and reclaim_without_borrowing(rt))]
+        targets = _take_in_order(cy, p, usable, allow_borrowing, group)
+        if targets:
+            return targets
+    return None
+
+
+def _take_in_order(
+    cy: Cycle,
+    p: Preemptor,
+    candidates: list[RunningTask],
+    allow_borrowing: bool,
+    group: Callable[[RunningTask], int],
+) -> list[Target] | None:
+    """One attempt of Kueue's candidate iterator: other teams' tasks only while they (and their
+    cohorts below the common one) are still above quota; `ReclaimWhileBorrowing` candidates are
+    borrow-within-cohort preemptions, which min-runtime protection may hold back."""
+
+    def pick(rt: RunningTask, allow: bool) -> tuple[PreemptReason | None, bool]:
+        g = group(rt)
+        if g == 2:
+            return PreemptReason.WITHIN_TEAM, allow
+        if not _still_over_quota(cy, p, rt.task.team):
+            return None, allow
+        if g == 1 and allow:
+            return (None if protected_borrowed(cy, rt) else PreemptReason.BORROW_WITHIN_COHORT), allow
+        return PreemptReason.RECLAIM, allow
+
+    return _remove_until_fits(cy, p, candidates, allow_borrowing, pick)
+
+
 def can_preempt_while_borrowing(cy: Cycle, task: TaskRequest, fair_share: bool) -> bool:
     """Kueue `canPreemptWhileBorrowing`: `borrow_within_cohort` is not `never`, or fair sharing
     with a `reclaim` rule other than `never`."""
@@ -375,9 +541,17 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
         return None
     p = Preemptor(task, pool, needed_components(cy, task, pool))
     threshold = _borrow_threshold(cy, task)
-    # Other teams' tasks can only serve to reclaim (preemptor under nominal), to borrow within the
-    # cohort, or under fair share; otherwise Kueue ends with own tasks only, so skip the others.
-    found = find_candidates(cy, p, others=fair_share or threshold is not None or _under_nominal(cy, p))
+    hierarchical = False
+    reclaims = cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
+    if not fair_share and reclaims and cy.root(task.team) is not None:
+        p.reach = reach_other_teams(cy, p)
+        within_nominal = cy.within_nominal(task.team, pool, task.resources)
+        hierarchical = not within_nominal and any(r.advantage for r in p.reach.values())
+    # Other teams' tasks can only serve to reclaim (preemptor under nominal, or with hierarchical
+    # advantage), to borrow within the cohort, or under fair share; otherwise Kueue ends with own
+    # tasks only, so skip the others.
+    others = fair_share or threshold is not None or hierarchical or _under_nominal(cy, p)
+    found = find_candidates(cy, p, others=others)
     if not found or not _could_fit(cy, p, found):
         return None
     candidates = order_candidates(cy, task.team, found)
@@ -388,6 +562,10 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
         return _minimal(cy, p, candidates, True, None)
     if fair_share:
         return _fair(cy, p, candidates, threshold)
+    if hierarchical and any(
+        (p.reach or {})[rt.task.team].advantage for rt in candidates if rt.task.team != task.team
+    ):
+        return _hierarchical(cy, p, candidates, threshold)
     if threshold is not None:
         if not _under_nominal(cy, p):
             candidates = [

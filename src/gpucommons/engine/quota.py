@@ -1,18 +1,23 @@
 """The quota tree: teams (Kueue ClusterQueues) under nested cohorts, with incremental usage.
 
-Kueue's hierarchical resource arithmetic (`pkg/cache/resource_node.go`), specialised to our policy
-file, where cohorts carry no quota or limits of their own:
+Kueue's hierarchical resource arithmetic (`pkg/cache/scheduler/resource_node.go`), node by node:
 
-- a team's *guaranteed* quota is `nominal − lend_limit` (0 when it lends everything); the rest of its
-  nominal quota is *stored in the parent* and is what the cohort can lend;
-- a cohort's subtree quota is the sum of what its children store in it; its usage is the sum of its
-  children's usage above their guaranteed quota;
-- what a team can still take: `max(0, guaranteed − usage)` plus what the root cohort has left,
-  capped by `lendable − usage_in_parent + borrow_limit` when the team has a borrow limit.
+- every node (team or cohort) has a *subtree quota*: a team's is its nominal quota; a cohort's is its
+  own nominal quota (the policy's `cohorts[].quotas`, Kueue `spec.resourceGroups`) plus what each
+  child stores in it, `child subtree quota − child local quota`;
+- a node's *local quota* (Kueue `localQuota`) is `max(0, subtree quota − lend limit)`, 0 without a
+  lend limit: never lent to the parent. For a team that is `nominal − lend_limit` (*guaranteed*);
+- a node's usage is what counts against its subtree quota: a team's own usage, a cohort's the sum of
+  its children's usage above their local quota;
+- what a node can take now (`available`): `max(0, local − usage)` plus what its parent can take,
+  capped by `stored in parent − used in parent + borrow limit` when the node has a borrow limit; a
+  root can take `subtree quota − usage`.
 
-Because our cohorts have no limits, every cohort of a tree shares the root's capacity (as in Kueue).
-Usage is kept per (team, pool) and pushed up the tree on every change, so `available` costs
-O(depth) and never walks the teams.
+So a cohort's own quota is shared by its subtree first (a team there reclaims it from outsiders,
+see `preemption.hierarchical_advantage`), lent to the rest of the tree up to the cohort's lend
+limit, and the cohort's borrow limit caps what its whole subtree takes from outside. Usage is kept
+per (node, pool) and pushed up the tree on every change, so `available` costs O(depth) and never
+walks the teams.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpucommons.domain.model import Isolation, Policy, Team
+from gpucommons.domain.model import Isolation, Policy, Quota, Team
 from gpucommons.domain.resources import UNLIMITED, ZERO, Resources
 
 
@@ -40,6 +45,9 @@ class TeamQuota:
         b = self.borrow_limit
         return b.gpus < UNLIMITED or b.cpu_milli < UNLIMITED or b.memory_mib < UNLIMITED
 
+
+#: No limit in any component (an absent borrow or lend limit).
+_NO_LIMIT = Resources(UNLIMITED, UNLIMITED, UNLIMITED)
 
 #: The components of `Resources`, by attribute name.
 COMPONENTS = ("gpus", "cpu_milli", "memory_mib")
@@ -61,6 +69,12 @@ class QuotaTree:
         self.cohort_usage: dict[tuple[str, str], Resources] = {}
         self.usage: dict[tuple[str, str], Resources] = {}
         self.team_pools: dict[str, tuple[str, ...]] = {}
+        #: A cohort's own quota per pool (Kueue: the Cohort's `spec.resourceGroups`).
+        self.cohort_quota: dict[tuple[str, str], Quota] = {
+            (c.name, q.pool): q for c in policy.cohorts for q in c.quotas
+        }
+        #: Kueue `localQuota` of a cohort: `max(0, subtree quota − lend limit)`, never lent upwards.
+        self.cohort_local: dict[tuple[str, str], Resources] = {}
         for team in policy.teams:
             self._add_team(team)
         # Cohorts named by teams but not declared are roots of their own (policy validation refuses
@@ -70,13 +84,59 @@ class QuotaTree:
                 self.cohort_parent[parent] = None
         #: Each team's cohorts from its own up to the root, computed once (the tree is static).
         self._ancestors: dict[str, tuple[str, ...]] = {t: tuple(self._walk_up(t)) for t in self.team_parent}
-        for (team_name, pool), q in self.quotas.items():
-            for cohort in self.ancestors(team_name):
-                key = (cohort, pool)
-                self.subtree_quota[key] = self.subtree_quota.get(key, ZERO) + q.lendable
-                self.cohort_usage.setdefault(key, ZERO)
+        #: Each cohort's parent chain (itself excluded) up to the root.
+        self._cohort_ancestors: dict[str, tuple[str, ...]] = {
+            c: tuple(self._walk_cohorts(self.cohort_parent.get(c), c)) for c in self.cohort_parent
+        }
+        self._sum_subtree_quotas()
+        #: Whether any cohort has quota limits of its own: else every cohort of a tree simply passes
+        #: its root's capacity down, and `available` takes the short way.
+        self._cohort_limits = any(
+            q.borrow_limit != _NO_LIMIT or q.lend_limit != _NO_LIMIT for q in self.cohort_quota.values()
+        )
         #: Kueue `getNodeHeight`: a cohort's distance to its furthest leaf (1 with teams only).
         self.height: dict[str, int] = self._heights()
+        #: Each cohort's teams and child cohorts, in policy order (hierarchical reclaim walks them).
+        self.child_teams: dict[str, list[str]] = {c: [] for c in self.cohort_parent}
+        self.child_cohorts: dict[str, list[str]] = {c: [] for c in self.cohort_parent}
+        for t, parent in self.team_parent.items():
+            if parent is not None:
+                self.child_teams[parent].append(t)
+        for c, parent in self.cohort_parent.items():
+            if parent is not None and parent in self.child_cohorts:
+                self.child_cohorts[parent].append(c)
+
+    def _sum_subtree_quotas(self) -> None:
+        """Subtree quota and local quota of every (cohort, pool), children before parents."""
+        pools = {pool for _, pool in self.quotas} | {pool for _, pool in self.cohort_quota}
+        contributions: dict[tuple[str, str], Resources] = {}
+        for (team_name, pool), q in self.quotas.items():
+            parent = self.team_parent.get(team_name)
+            if parent is not None:
+                key = (parent, pool)
+                contributions[key] = contributions.get(key, ZERO) + q.lendable
+        # Deepest cohorts first, so a cohort's children are summed before it is.
+        order = sorted(self.cohort_parent, key=lambda c: -len(self._cohort_ancestors.get(c, ())))
+        for cohort in order:
+            for pool in pools:
+                key = (cohort, pool)
+                own = self.cohort_quota.get(key)
+                total = contributions.get(key, ZERO) + (own.nominal if own is not None else ZERO)
+                local = _pos(total - own.lend_limit) if own is not None else ZERO
+                self.subtree_quota[key] = total
+                self.cohort_local[key] = local
+                self.cohort_usage[key] = ZERO
+                parent = self.cohort_parent.get(cohort)
+                if parent is not None and parent in self.cohort_parent:
+                    pk = (parent, pool)
+                    contributions[pk] = contributions.get(pk, ZERO) + (total - local)
+
+    def _walk_cohorts(self, cohort: str | None, start: str) -> Iterable[str]:
+        seen: set[str] = {start}
+        while cohort is not None and cohort not in seen:
+            seen.add(cohort)
+            yield cohort
+            cohort = self.cohort_parent.get(cohort)
 
     def _heights(self) -> dict[str, int]:
         children: dict[str, list[str]] = {c: [] for c in self.cohort_parent}
@@ -161,9 +221,40 @@ class QuotaTree:
             return
         for cohort in self._ancestors.get(team, ()):
             ck = (cohort, pool)
-            self.cohort_usage[ck] = self.cohort_usage[ck] + stored_delta
+            old_c = self.cohort_usage[ck]
+            new_c = old_c + stored_delta
+            self.cohort_usage[ck] = new_c
+            local = self.cohort_local[ck]
+            if not local.is_zero():  # only usage above the cohort's local quota goes further up
+                stored_delta = _pos(new_c - local) - _pos(old_c - local)
+                if stored_delta.is_zero():
+                    return
 
     # --- the arithmetic --------------------------------------------------------------------------
+
+    def _parent_available(self, team: str, pool: str) -> Resources:
+        """What the team's cohort can give it now (Kueue `available` of the team's parent): the
+        root's unused subtree quota, passed down through each cohort's local quota and borrow limit."""
+        chain = self._ancestors[team]
+        rk = (chain[-1], pool)
+        avail = self.subtree_quota[rk] - self.cohort_usage[rk]
+        if not self._cohort_limits:
+            return avail
+        for cohort in reversed(chain[:-1]):
+            avail = self._through(cohort, pool, avail)
+        return avail
+
+    def _through(self, cohort: str, pool: str, parent_avail: Resources) -> Resources:
+        """Kueue `available` of a non-root cohort, given what its parent can give."""
+        key = (cohort, pool)
+        used = self.cohort_usage[key]
+        local = self.cohort_local[key]
+        own = self.cohort_quota.get(key)
+        if own is not None and own.borrow_limit != _NO_LIMIT:
+            stored = self.subtree_quota[key] - local
+            used_in_parent = _pos(used - local)
+            parent_avail = parent_avail.min(stored - used_in_parent + own.borrow_limit)
+        return _pos(local - used) + parent_avail
 
     def available(self, team: str, pool: str, isolated: bool = False) -> Resources:
         """What the team can take now in the pool without preempting anyone (may be negative).
@@ -174,36 +265,41 @@ class QuotaTree:
         if q is None:
             return ZERO
         used = self.usage[(team, pool)]
-        root = None if isolated else self.root(team)
-        if root is None:
+        if isolated or not self._ancestors.get(team):
             return q.nominal - used
-        rk = (root, pool)
-        parent_avail = self.subtree_quota[rk] - self.cohort_usage[rk]
+        parent_avail = self._parent_available(team, pool)
         if q.limited_borrowing:
             used_in_parent = _pos(used - q.guaranteed)
             parent_avail = parent_avail.min(q.lendable - used_in_parent + q.borrow_limit)
         return _pos(q.guaranteed - used) + parent_avail
 
     def potential(self, team: str, pool: str, isolated: bool = False) -> Resources:
-        """The most the team may ever hold in the pool, were every other team idle."""
+        """The most the team may ever hold in the pool, were every other team idle (Kueue
+        `potentialAvailable`)."""
         q = self.quotas.get((team, pool))
         if q is None:
             return ZERO
-        root = None if isolated else self.root(team)
-        if root is None:
+        chain = () if isolated else self._ancestors.get(team, ())
+        if not chain:
             return q.nominal
-        most = q.guaranteed + self.subtree_quota[(root, pool)]
+        most = self.subtree_quota[(chain[-1], pool)]
+        for cohort in reversed(chain[:-1]):
+            key = (cohort, pool)
+            most = self.cohort_local[key] + most
+            own = self.cohort_quota.get(key)
+            if own is not None and own.borrow_limit != _NO_LIMIT:
+                most = most.min(self.subtree_quota[key] + own.borrow_limit)
+        most = q.guaranteed + most
         if q.limited_borrowing:
             most = most.min(q.nominal + q.borrow_limit)
         return most
 
     def cohort_idle(self, team: str, pool: str) -> Resources:
-        """What the team's root cohort has left to lend in the pool."""
-        root = self.root(team)
-        if root is None:
+        """What the team's cohort has left to give it in the pool: the root's idle capacity, less
+        what cohort limits on the way down hold back, plus idle cohort quota kept for the subtree."""
+        if not self._ancestors.get(team):
             return ZERO
-        rk = (root, pool)
-        return self.subtree_quota[rk] - self.cohort_usage[rk]
+        return self._parent_available(team, pool)
 
     def borrowing(self, team: str, pool: str) -> Resources:
         """Usage above nominal (what the team borrows from the cohort)."""
@@ -232,8 +328,8 @@ class QuotaTree:
         `cpu_milli` or `memory_mib`): the height of the lowest subtree of the team's cohort tree
         whose quota holds `val` more of it (0: the team's own nominal quota does), and whether
         that subtree is smaller than the whole tree — then the team may reclaim in the hierarchy
-        (Kueue `mayReclaimInHierarchy`). With our cohorts, which hold no quota of their own, a
-        flat tree never allows it beyond the team's nominal quota; nested cohorts do.
+        (Kueue `mayReclaimInHierarchy`). A flat tree never allows it beyond the team's nominal
+        quota; nested cohorts do, and so does a sub-cohort's own quota.
         """
         q = self.quotas.get((team, pool))
         chain = () if isolated else self._ancestors.get(team, ())
@@ -249,7 +345,8 @@ class QuotaTree:
             usage = getattr(self.cohort_usage.get(key, ZERO), component)
             if usage + remaining <= quota:
                 return self.height.get(cohort, 1), i < len(chain) - 1
-            # Our cohorts guarantee nothing locally (no quota, no lend limit of their own).
+            # Kueue `LocalAvailable`: the cohort's unlent quota is the subtree's before the parent's.
+            remaining -= max(0, getattr(self.cohort_local.get(key, ZERO), component) - usage)
         return self.height.get(chain[-1], 1), False
 
     def borrowing_level(self, team: str, pool: str, req: Resources, isolated: bool = False) -> int:

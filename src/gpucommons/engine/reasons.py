@@ -120,9 +120,17 @@ def preempt_message(cy: Cycle, victim: RunningTask, preemptor: TaskRequest, reas
         return f"within team {v.team}: {who} outranks it (priority {v.priority}); frees {size}"
     borrowed = cy.quota.borrowing(v.team, victim.admission.pool).gpus
     if reason is PreemptReason.RECLAIM:
+        own = cy.quota.quota(preemptor.team, victim.admission.pool)
+        # Above its own nominal quota, a preemptor reclaims what a cohort of its holds (Kueue's
+        # hierarchical reclaim), not what it lent itself.
+        what = (
+            "its lent quota"
+            if own is not None and preemptor.resources.fits_in(own.nominal)
+            else "quota of its own cohort"
+        )
         return (
             f"reclaim: team {v.team} borrows {borrowed} {gpu} GPUs above its nominal quota and "
-            f"team {preemptor.team} takes back its lent quota for {who}; frees {size}"
+            f"team {preemptor.team} takes back {what} for {who}; frees {size}"
         )
     if reason is PreemptReason.BORROW_WITHIN_COHORT:
         return (

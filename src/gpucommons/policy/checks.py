@@ -88,6 +88,27 @@ def unknown_references(parts: Parts) -> Iterator[Finding]:
                 ("cohorts", index, "parent"),
                 (_unknown("parent cohort", cohort.parent, "cohorts", [*cohorts, DEFAULT_COHORT])),
             )
+        for pool in cohort.quotas:
+            if pool not in pools:
+                yield ("cohorts", index, "quotas", pool), _unknown("pool", pool, "pools", pools)
+
+
+def cohort_limits_need_a_parent(parts: Parts) -> Iterator[Finding]:
+    """A cohort's borrow and lend limits are towards its parent: a root cohort has none to borrow
+    from or lend to (Kueue's Cohort webhook refuses them)."""
+    for index, cohort in parts.cohorts:
+        if cohort.parent is not None:
+            continue
+        for pool, quota in cohort.quotas.items():
+            for key in ("borrow_limit", "lend_limit"):
+                if getattr(quota, key) is not None:
+                    yield (
+                        ("cohorts", index, "quotas", pool, key),
+                        (
+                            f"cohort {cohort.name!r} has no parent, so it has nothing to borrow from or lend "
+                            f"to: remove {key} (or give the cohort a parent)"
+                        ),
+                    )
 
 
 def cohort_cycles(parts: Parts) -> Iterator[Finding]:
@@ -168,17 +189,23 @@ def dedicated_teams_stay_alone(parts: Parts) -> Iterator[Finding]:
 
 
 def quotas_within_capacity(parts: Parts) -> Iterator[Finding]:
-    """Guaranteed means guaranteed: Σ nominal in a pool cannot exceed what the pool has."""
+    """Guaranteed means guaranteed: Σ nominal (teams' and cohorts' own) in a pool cannot exceed what
+    the pool has."""
     quotas: dict[str, list[tuple[str, QuotaSpec]]] = defaultdict(list)
     for _, team in parts.teams:
         for pool, quota in team.quota.items():
             quotas[pool].append((team.name, quota))
+    for _, cohort in parts.cohorts:  # a cohort's own quota is guaranteed capacity too
+        for pool, quota in cohort.quotas.items():
+            quotas[pool].append((f"cohort {cohort.name}", quota))
     for index, spec in parts.pools:
         entries = quotas.get(spec.name, [])
         for component, capacity, node_text in _capacities(spec):
             total = sum(nominal_resources(q).as_dict()[component] for _, q in entries)
             if total <= capacity:
                 continue
+            with_cohorts = any(owner.startswith("cohort ") for owner, _ in entries)
+            owners = "teams' and cohorts'" if with_cohorts else "teams'"
             shares = ", ".join(
                 f"{team} {_show_amount(component, nominal_resources(q).as_dict()[component])}"
                 for team, q in entries
@@ -187,7 +214,7 @@ def quotas_within_capacity(parts: Parts) -> Iterator[Finding]:
             yield (
                 ("cluster", "pools", index),
                 (
-                    f"the teams' nominal quotas in pool {spec.name!r} add up to "
+                    f"the {owners} nominal quotas in pool {spec.name!r} add up to "
                     f"{_show_amount(component, total)} ({shares}), above the pool's "
                     f"{_show_amount(component, capacity)} ({node_text})"
                 ),
@@ -213,9 +240,13 @@ def exact_units(parts: Parts) -> Iterator[Finding]:
             ((*where, "cpus_per_node"), "cpus", pool.cpus_per_node),
             ((*where, "memory_gib_per_node"), "memory_gib", pool.memory_gib_per_node),
         ]
-    for index, team in parts.teams:
-        for pool_name, quota in team.quota.items():
-            where = ("teams", index, "quota", pool_name)
+    owned: list[tuple[Path, dict[str, QuotaSpec]]] = [
+        (("teams", i, "quota"), t.quota) for i, t in parts.teams
+    ]
+    owned += [(("cohorts", i, "quotas"), c.quotas) for i, c in parts.cohorts]
+    for prefix, quota_map in owned:
+        for pool_name, quota in quota_map.items():
+            where = (*prefix, pool_name)
             amounts += [
                 ((*where, "cpus"), "cpus", quota.cpus),
                 ((*where, "memory_gib"), "memory_gib", quota.memory_gib),
@@ -301,6 +332,7 @@ CHECKS: tuple[Check, ...] = (
     unknown_references,
     cohort_cycles,
     lend_limits_within_nominal,
+    cohort_limits_need_a_parent,
     dedicated_teams_stay_alone,
     quotas_within_capacity,
     exact_units,

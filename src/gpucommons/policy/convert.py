@@ -102,15 +102,19 @@ def _priority_class(spec: PriorityClassSpec) -> PriorityClass:
     )
 
 
+def _quota(pool: str, q: QuotaSpec) -> Quota:
+    return Quota(
+        pool=pool,
+        nominal=nominal_resources(q),
+        borrow_limit=limit_resources(q.borrow_limit),
+        lend_limit=limit_resources(q.lend_limit),
+    )
+
+
 def _team(spec: TeamSpec) -> Team:
     dedicated = spec.isolation is Isolation.DEDICATED
     quotas = tuple(
-        Quota(
-            pool=pool,
-            nominal=nominal_resources(q),
-            borrow_limit=ZERO if dedicated else limit_resources(q.borrow_limit),
-            lend_limit=ZERO if dedicated else limit_resources(q.lend_limit),
-        )
+        Quota(pool, nominal_resources(q), ZERO, ZERO) if dedicated else _quota(pool, q)
         for pool, q in spec.quota.items()
     )
     return Team(
@@ -139,7 +143,10 @@ def default_class_name(policy: PolicyFile) -> str:
 
 def cohorts_of(policy: PolicyFile) -> tuple[Cohort, ...]:
     """Declared cohorts in file order, then the implicit `cluster` cohort when something needs it."""
-    declared = tuple(Cohort(c.name, c.parent) for c in policy.cohorts)
+    declared = tuple(
+        Cohort(c.name, c.parent, tuple(_quota(pool, q) for pool, q in c.quotas.items()))
+        for c in policy.cohorts
+    )
     names = {c.name for c in declared}
     needed = (
         not declared

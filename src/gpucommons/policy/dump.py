@@ -14,6 +14,7 @@ import yaml
 
 from gpucommons.domain.model import (
     AdminSplit,
+    Cohort,
     Isolation,
     Policy,
     Pool,
@@ -144,6 +145,13 @@ def _team(team: Team) -> dict[str, Any]:
     return out
 
 
+def _cohort(cohort: Cohort) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": cohort.name, "parent": cohort.parent}
+    if cohort.quotas:
+        out["quotas"] = {q.pool: _quota(q, dedicated=False) for q in cohort.quotas}
+    return out
+
+
 def policy_to_data(policy: Policy) -> dict[str, Any]:
     """The policy as plain data in the file's shape (every default written out)."""
     chargeback = policy.chargeback
@@ -156,7 +164,7 @@ def policy_to_data(policy: Policy) -> dict[str, Any]:
         "cluster": {"name": policy.cluster_name, "pools": [_pool(p) for p in policy.pools]},
         "priority_classes": [_priority_class(c) for c in policy.priority_classes],
         "default_priority_class": policy.default_priority_class,
-        "cohorts": [{"name": c.name, "parent": c.parent} for c in policy.cohorts],
+        "cohorts": [_cohort(c) for c in policy.cohorts],
         "teams": [_team(t) for t in policy.teams],
         "scheduling": {
             "mode": str(policy.scheduling.mode),

@@ -189,13 +189,6 @@ class PriorityClassSpec(_Section):
     )
 
 
-class CohortSpec(_Section):
-    """A group of teams (and child cohorts) that lend each other idle quota."""
-
-    name: Name = Field(description="Unique cohort name.")
-    parent: Name | None = Field(default=None, description="The enclosing cohort; null for a root cohort.")
-
-
 class ResourceLimitSpec(_Section):
     """A borrow or lend limit per resource; a resource left out has no limit."""
 
@@ -231,6 +224,21 @@ class QuotaSpec(_Section):
         default=None,
         description="How much of its idle nominal quota the team lends: a number of GPUs or "
         "{gpus, cpus, memory_gib}; at most the nominal. Absent: all of it.",
+    )
+
+
+class CohortSpec(_Section):
+    """A group of teams (and child cohorts) that lend each other idle quota, optionally with quota of
+    its own (Kueue: a Cohort's `spec.resourceGroups`)."""
+
+    name: Name = Field(description="Unique cohort name.")
+    parent: Name | None = Field(default=None, description="The enclosing cohort; null for a root cohort.")
+    quotas: dict[str, QuotaSpec] = Field(
+        default_factory=dict,
+        description="The cohort's own quota per pool, keyed by pool name: capacity its teams share first, "
+        "on top of what they lend each other. borrow_limit caps what the cohort's subtree borrows from its "
+        "parent; lend_limit caps what the subtree lends to the parent (its own quota plus what its "
+        "members lend); both only on a cohort with a parent.",
     )
 
 

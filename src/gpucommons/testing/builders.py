@@ -72,8 +72,20 @@ class PolicyBuilder:
         self._pools.append(Pool(name, gpu_type or name.upper(), nodes, gpus_per_node, Decimal("2.50")))
         return self
 
-    def cohort(self, name: str, parent: str | None = None) -> PolicyBuilder:
-        self._cohorts[name] = Cohort(name, parent)
+    def cohort(
+        self,
+        name: str,
+        parent: str | None = None,
+        borrow_limit: int | None = None,
+        lend_limit: int | None = None,
+        **gpus_by_pool: int,
+    ) -> PolicyBuilder:
+        """A cohort, with `pool=gpus` quotas of its own (limits apply to each pool, towards the parent)."""
+        quotas = tuple(
+            Quota(pool, Resources(gpus), _limit(borrow_limit), _limit(lend_limit))
+            for pool, gpus in gpus_by_pool.items()
+        )
+        self._cohorts[name] = Cohort(name, parent, quotas)
         return self
 
     def priority_class(

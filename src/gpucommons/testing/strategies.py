@@ -63,6 +63,8 @@ def policies(draw: st.DrawFn, max_teams: int = 4, fair_share: bool | None = None
     leaf_cohorts = [c.name for c in cohorts if cohort_shape == "one" or c.name != "root"]
     n_teams = draw(st.integers(2, max_teams))
     left = {p.name: p.nodes * p.gpus_per_node for p in pools}
+    if draw(st.booleans()):  # cohorts with quota of their own (limits only towards a parent)
+        cohorts = tuple(_with_quota(draw, c, pools, left) for c in cohorts)
     teams = []
     for i in range(n_teams):
         quotas = []
@@ -115,6 +117,29 @@ def policies(draw: st.DrawFn, max_teams: int = 4, fair_share: bool | None = None
             usage_half_life_s=draw(st.sampled_from([0, 600])),
         ),
     )
+
+
+def _with_quota(draw: st.DrawFn, cohort: Cohort, pools: tuple[Pool, ...], left: dict[str, int]) -> Cohort:
+    """The cohort with a random quota of its own in some pools, taken from what is `left`."""
+    quotas = []
+    for pool in pools:
+        if not draw(st.booleans()):
+            continue
+        nominal = draw(st.integers(0, left[pool.name]))
+        left[pool.name] -= nominal
+        borrow = lend = None
+        if cohort.parent is not None:
+            borrow = draw(st.one_of(st.none(), st.integers(0, 16)))
+            lend = draw(st.one_of(st.none(), st.integers(0, nominal + 8)))
+        quotas.append(
+            Quota(
+                pool.name,
+                Resources(nominal),
+                _UNL if borrow is None else Resources(borrow, UNLIMITED, UNLIMITED),
+                _UNL if lend is None else Resources(lend, UNLIMITED, UNLIMITED),
+            )
+        )
+    return replace(cohort, quotas=tuple(quotas))
 
 
 @dataclass(frozen=True)
@@ -225,6 +250,7 @@ class MiniSim:
                 return
             if self.check:
                 check_cycle(self.state, d, usage_before)
+                check_subtrees_within_quota_kept(self.state, d)
                 check_preemptions_make_room(self.state, d, now, self.config)
             apply_decisions(self.state, d, now)
             self.result.decisions.append(d)
@@ -263,6 +289,12 @@ def check_state(state: ClusterState) -> None:
             continue  # a child cohort without limits may use its siblings' quota via the root
         lent = state.quota.cohort_usage[(cohort, pool_name)]
         assert lent.fits_in(lendable), f"cohort {cohort} lends more {pool_name} than its members may lend"
+    for (cohort, pool_name), own in state.quota.cohort_quota.items():
+        if state.quota.cohort_parent.get(cohort) is None or own.borrow_limit.gpus >= UNLIMITED:
+            continue
+        used = state.quota.cohort_usage[(cohort, pool_name)].gpus
+        most = state.quota.subtree_quota[(cohort, pool_name)].gpus + own.borrow_limit.gpus
+        assert used <= most, f"cohort {cohort} uses {used} {pool_name} GPUs, above its quota + borrow limit"
 
 
 def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str, str], Resources]) -> None:
@@ -291,6 +323,35 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
                 f"{p.victim_id} of team {rt.task.team}, within its nominal quota, "
                 f"preempted by {preemptor.team} ({p.reason}; usage before {usage_before[key].gpus}, "
                 f"nominal {q.nominal.gpus}, victims {[r.gpus for r in taken]}; {d})"
+            )
+
+
+def check_subtrees_within_quota_kept(state: ClusterState, d: Decisions) -> None:
+    """Classic mode: reclaim from another team goes through their lowest common cohort, and takes only from a
+    side of the tree that uses more than its quota: every cohort between the victim's team and that
+    common cohort was above its subtree quota before the cycle (Kueue `collectCandidatesInSubtree`
+    and `candidateIsValid`). So a cohort's teams running on the cohort's own quota are never
+    preempted from outside, whatever their own nominal quotas."""
+    if state.policy.scheduling.mode is SchedulingMode.FAIR_SHARE:
+        return  # fair sharing reaches every borrowing team of the root (Kueue `findCandidates`)
+    tree = state.quota
+    for p in d.preempt:
+        rt = state.running(p.victim_id)
+        preemptor = state.pending(p.preemptor_id)
+        if p.reason is PreemptReason.WITHIN_TEAM or rt is None or preemptor is None:
+            continue
+        if rt.task.resources.cpu_milli or rt.task.resources.memory_mib:
+            continue  # GPUs only: a CPU or memory shortage reaches other components
+        theirs = set(tree.ancestors(preemptor.team))
+        pool = rt.admission.pool
+        for cohort in tree.ancestors(rt.task.team):
+            if cohort in theirs:
+                break
+            used = tree.cohort_usage[(cohort, pool)].gpus
+            quota = tree.subtree_quota[(cohort, pool)].gpus
+            assert used > quota, (
+                f"{p.victim_id} of team {rt.task.team} preempted by team {preemptor.team} ({p.reason}) "
+                f"although cohort {cohort} used {used} of its {quota} {pool} GPUs"
             )
 
 

@@ -13,7 +13,8 @@ from gpucommons.testing.repo_data import kueue_file
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "commons.yaml"
 
-#: Everything the renderer can express: nested cohorts, CPU/memory quotas, a dedicated team,
+#: Everything the renderer can express: nested cohorts with quotas of their own, CPU/memory quotas,
+#: a dedicated team,
 #: every preemption word, fair share, strict FIFO.
 FULL = """\
 cluster:
@@ -29,8 +30,11 @@ priority_classes:
     roles: [team_admin, platform_admin]
   - {name: batch, value: -5, grace_period: 2m, checkpoint_required: true, budget_exempt: true}
 cohorts:
-  - {name: company}
-  - {name: research, parent: company}
+  - name: company
+    quotas: {A100_80g: {gpus: 2}}
+  - name: research
+    parent: company
+    quotas: {h100: {gpus: 8, cpus: 16, borrow_limit: 4, lend_limit: {gpus: 6, memory_gib: 64}}}
   - {name: Vision_Lab, parent: research}
 teams:
   - name: nlp

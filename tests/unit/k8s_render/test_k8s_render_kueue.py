@@ -121,12 +121,43 @@ def test_preemption_words_map_one_to_one_onto_kueue(words: dict[str, str], kueue
 
 def test_cohorts_nest_with_kubernetes_names() -> None:
     objects = _objects("full")
-    assert _one(objects, "Cohort", "research")["spec"] == {"parentName": "company"}
+    assert _one(objects, "Cohort", "research")["spec"]["parentName"] == "company"
     assert _one(objects, "Cohort", "vision-lab")["spec"] == {"parentName": "research"}
-    assert _one(objects, "Cohort", "company")["spec"] == {}
+    assert "parentName" not in _one(objects, "Cohort", "company")["spec"]
     assert _one(objects, "Cohort", "cluster")["spec"] == {}  # etl names no cohort
     assert _one(objects, "ClusterQueue", "vision")["spec"]["cohortName"] == "vision-lab"
     assert _one(objects, "ClusterQueue", "etl")["spec"]["cohortName"] == "cluster"
+
+
+def test_cohort_quota_becomes_the_cohorts_resource_groups_with_its_limits() -> None:
+    objects = _objects("full")
+    research = _one(objects, "Cohort", "research")["spec"]["resourceGroups"]
+    assert research == [
+        {
+            "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+            "flavors": [
+                {
+                    "name": "h100",
+                    "resources": [
+                        {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4, "lendingLimit": 6},
+                        {"name": "cpu", "nominalQuota": 16},  # a number as limit is GPUs only
+                        {"name": "memory", "nominalQuota": "0Gi", "lendingLimit": "64Gi"},
+                    ],
+                }
+            ],
+        }
+    ]
+    company = _one(objects, "Cohort", "company")["spec"]["resourceGroups"][0]["flavors"]
+    assert company == [
+        {
+            "name": "a100-80g",
+            "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": 2},
+                {"name": "cpu", "nominalQuota": 0},
+                {"name": "memory", "nominalQuota": "0Gi"},
+            ],
+        }
+    ]
 
 
 def test_dedicated_team_gets_its_own_tainted_flavor_and_no_cohort() -> None:
@@ -291,6 +322,21 @@ def test_rule_cohort_cycle_is_caught() -> None:
         _one(objects, "Cohort", "company")["spec"]["parentName"] = "vision-lab"
 
     assert any("cycle" in v for v in _mutated(change))
+
+
+def test_rule_cohort_limits_without_a_parent_are_caught() -> None:
+    def change(objects: list[dict[str, Any]]) -> None:
+        company = _one(objects, "Cohort", "company")["spec"]
+        company["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = 1
+
+    assert "Cohort company: lendingLimit without a parent" in _mutated(change)
+
+
+def test_rule_cohort_flavor_resources_out_of_order_are_caught() -> None:
+    def change(objects: list[dict[str, Any]]) -> None:
+        _one(objects, "Cohort", "research")["spec"]["resourceGroups"][0]["flavors"][0]["resources"].reverse()
+
+    assert any(v.startswith("Cohort research flavor h100") for v in _mutated(change))
 
 
 def test_rule_bad_toleration_is_caught() -> None:

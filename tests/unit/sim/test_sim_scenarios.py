@@ -6,8 +6,12 @@ each, reclaim any, and a 0 s grace period unless said otherwise.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from gpucommons.domain.model import DEFAULT_COHORT, Cohort, Quota
+from gpucommons.domain.resources import Resources
 from gpucommons.sim import SimConfig, simulate
 from gpucommons.sim.simulator import JobRun, RunOutcome
 from gpucommons.testing.sim import job, policy, team
@@ -177,3 +181,16 @@ def test_only_the_grace_periods_of_classes_the_trace_uses_excuse_a_wait() -> Non
     p = policy(team("a", 4), team("b", 4, reclaim=ReclaimPolicy.NEVER), classes=classes)
     out = simulate(p, [job("a1", "a", 0, 100, 8), job("b1", "b", 10, 10, 4)], SimConfig(engine="commons"))
     assert out.meter.teams["b"].violation_s == 90
+
+
+@pytest.mark.parametrize("engine", SHARING)
+def test_a_cohort_quota_is_borrowed_while_idle_and_reclaimed_by_its_own_team(engine: str) -> None:
+    # research owns 4 of the 8 GPUs; its team r has no nominal quota; o, outside, owns the other 4.
+    base = policy(replace(team("r", 0), cohort="research"), team("o", 4))
+    research = Cohort("research", DEFAULT_COHORT, (Quota("gpu", Resources(4)),))
+    p = replace(base, cohorts=(Cohort(DEFAULT_COHORT), research), _index={})
+    out = simulate(p, [job("o1", "o", 0, 100, 8), job("r1", "r", 10, 10, 4)], SimConfig(engine=engine))
+    # o1 borrows research's idle 4 GPUs; r reclaims them at t=10 (hierarchical reclaim, its nominal
+    # being 0); o1 saved on the signal and resumes at 20.
+    assert timeline(out) == {"o1": (0, 110, 1), "r1": (10, 20, 0)}
+    assert out.meter.teams["r"].borrowed_unit_s == 40  # above r's own (zero) nominal quota

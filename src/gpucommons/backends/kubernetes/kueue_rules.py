@@ -64,6 +64,19 @@ def borrowing_limit_needs_a_cohort(objects: list[Manifest]) -> Iterator[str]:
                             yield f"ClusterQueue {cq['metadata']['name']}: {key} without a cohort"
 
 
+def cohort_limits_need_a_parent(objects: list[Manifest]) -> Iterator[str]:
+    """Kueue's Cohort webhook: borrowingLimit and lendingLimit only on a Cohort with a parent."""
+    for cohort in _of_kind(objects, "Cohort"):
+        if cohort["spec"].get("parentName"):
+            continue
+        for group in cohort["spec"].get("resourceGroups", []):
+            for flavor in group["flavors"]:
+                for res in flavor["resources"]:
+                    for key in ("borrowingLimit", "lendingLimit"):
+                        if key in res:
+                            yield f"Cohort {cohort['metadata']['name']}: {key} without a parent"
+
+
 def borrow_within_cohort_needs_reclaim(objects: list[Manifest]) -> Iterator[str]:
     """CEL on ClusterQueue.preemption: not (reclaimWithinCohort == Never and borrowWithinCohort != Never)."""
     for cq in _of_kind(objects, "ClusterQueue"):
@@ -92,25 +105,25 @@ def lending_limit_within_nominal(objects: list[Manifest]) -> Iterator[str]:
 def flavors_list_covered_resources_in_order(objects: list[Manifest]) -> Iterator[str]:
     """Webhook: each flavor lists exactly the group's coveredResources, in order; a flavor in one group;
     at most 256 flavors and 256 resources per queue, 512 flavor-resource pairs per group."""
-    for cq in _of_kind(objects, "ClusterQueue"):
-        name = cq["metadata"]["name"]
+    for cq in [*_of_kind(objects, "ClusterQueue"), *_of_kind(objects, "Cohort")]:
+        name = f"{cq['kind']} {cq['metadata']['name']}"
         seen: set[str] = set()
         resources: set[str] = set()
         for group in cq["spec"].get("resourceGroups", []):
             covered = group["coveredResources"]
             if len(set(covered)) != len(covered) or resources.intersection(covered):
-                yield f"ClusterQueue {name}: a resource is covered twice"
+                yield f"{name}: a resource is covered twice"
             resources.update(covered)
             if len(group["flavors"]) * len(covered) > MAX_FLAVOR_RESOURCE_PAIRS_PER_GROUP:
-                yield f"ClusterQueue {name}: over {MAX_FLAVOR_RESOURCE_PAIRS_PER_GROUP} flavor-resource pairs"
+                yield f"{name}: over {MAX_FLAVOR_RESOURCE_PAIRS_PER_GROUP} flavor-resource pairs"
             for flavor in group["flavors"]:
                 if [r["name"] for r in flavor["resources"]] != covered:
-                    yield f"ClusterQueue {name} flavor {flavor['name']}: resources are not coveredResources"
+                    yield f"{name} flavor {flavor['name']}: resources are not coveredResources"
                 if flavor["name"] in seen:
-                    yield f"ClusterQueue {name}: flavor {flavor['name']} listed twice"
+                    yield f"{name}: flavor {flavor['name']} listed twice"
                 seen.add(flavor["name"])
         if len(seen) > MAX_FLAVORS_PER_QUEUE or len(resources) > MAX_RESOURCES_PER_QUEUE:
-            yield f"ClusterQueue {name}: too many flavors or resources"
+            yield f"{name}: too many flavors or resources"
 
 
 def references_resolve(objects: list[Manifest]) -> Iterator[str]:
@@ -140,6 +153,10 @@ def references_resolve(objects: list[Manifest]) -> Iterator[str]:
         parent = cohort["spec"].get("parentName")
         if parent is not None and parent not in cohort_names:
             yield f"Cohort {cohort['metadata']['name']}: unknown parent {parent}"
+        for group in cohort["spec"].get("resourceGroups", []):
+            for flavor in group["flavors"]:
+                if flavor["name"] not in flavors:
+                    yield f"Cohort {cohort['metadata']['name']}: unknown flavor {flavor['name']}"
     for lq in _of_kind(objects, "LocalQueue"):
         if lq["spec"]["clusterQueue"] not in queues:
             yield f"LocalQueue {lq['metadata']['namespace']}/{lq['metadata']['name']}: unknown ClusterQueue"
@@ -195,6 +212,7 @@ def flavor_taints_and_tolerations(objects: list[Manifest]) -> Iterator[str]:
 
 RULES: tuple[Rule, ...] = (
     borrowing_limit_needs_a_cohort,
+    cohort_limits_need_a_parent,
     borrow_within_cohort_needs_reclaim,
     lending_limit_within_nominal,
     flavors_list_covered_resources_in_order,

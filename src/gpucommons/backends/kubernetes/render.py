@@ -35,6 +35,7 @@ from gpucommons.domain.model import (
     Policy,
     PriorityClass,
     QueueingStrategy,
+    Quota,
     ReclaimPolicy,
     Team,
     WithinTeamPolicy,
@@ -124,9 +125,9 @@ def quantity(component: str, amount: int) -> int | str:
 
 
 def _covered_components(policy: Policy) -> list[str]:
-    """GPUs always; CPUs and memory when any team's quota names them (one set for every queue, so that
-    a task asking for CPUs is admissible in every team's queue)."""
-    quotas = [q for t in policy.teams for q in t.quotas]
+    """GPUs always; CPUs and memory when any team's or cohort's quota names them (one set for every
+    queue, so that a task asking for CPUs is admissible in every team's queue)."""
+    quotas = [q for t in policy.teams for q in t.quotas] + [q for c in policy.cohorts for q in c.quotas]
     covered = ["gpus"]
     for component in ("cpu_milli", "memory_mib"):
         if any(
@@ -184,12 +185,25 @@ def resource_flavors(policy: Policy, options: RenderOptions) -> list[Manifest]:
     return flavors
 
 
-def cohorts(policy: Policy) -> list[Manifest]:
+def cohorts(
+    policy: Policy, covered: list[str] | None = None, options: RenderOptions | None = None
+) -> list[Manifest]:
+    """One Cohort per cohort; a cohort's own quota becomes its `spec.resourceGroups`, shaped as a
+    ClusterQueue's (one group covering the same resources, one flavor per pool it has quota in)."""
+    covered = covered or _covered_components(policy)
+    options = options or RenderOptions()
     out = []
     for cohort in policy.cohorts:
         spec: dict[str, Any] = {}
         if cohort.parent is not None:
             spec["parentName"] = k8s_name(cohort.parent)
+        if cohort.quotas:
+            flavors = [
+                {"name": k8s_name(q.pool), "resources": _resource_quotas(q, covered, options, cap_lend=False)}
+                for q in cohort.quotas
+            ]
+            resources = [_resource_name(c, options) for c in covered]
+            spec["resourceGroups"] = [{"coveredResources": resources, "flavors": flavors}]
         out.append(
             {
                 "apiVersion": KUEUE_API,
@@ -205,22 +219,35 @@ def _flavor_quota(team: Team, pool: str, covered: list[str], options: RenderOpti
     quota = team.quota(pool)
     assert quota is not None
     dedicated = team.isolation is Isolation.DEDICATED
+    # A ClusterQueue without a cohort may carry no limits (Kueue's CEL rule).
+    resources = _resource_quotas(quota, covered, options, cap_lend=True, limits=not dedicated)
+    name = dedicated_flavor_name(pool, team.name) if dedicated else k8s_name(pool)
+    return {"name": name, "resources": resources}
+
+
+def _resource_quotas(
+    quota: Quota, covered: list[str], options: RenderOptions, cap_lend: bool, limits: bool = True
+) -> list[dict[str, Any]]:
+    """One flavor's `resources`: nominal quota and the limits that are set, in `covered` order. A
+    ClusterQueue lends at most its nominal quota (`cap_lend`); a Cohort's lending limit bounds its
+    whole subtree's quota, so it stays as written."""
     resources = []
     for component in covered:
         entry: dict[str, Any] = {
             "name": _resource_name(component, options),
             "nominalQuota": quantity(component, getattr(quota.nominal, component)),
         }
-        if not dedicated:  # a ClusterQueue without a cohort may carry no limits (Kueue's CEL rule)
+        if limits:
             borrow = getattr(quota.borrow_limit, component)
             lend = getattr(quota.lend_limit, component)
             if borrow < UNLIMITED:
                 entry["borrowingLimit"] = quantity(component, borrow)
             if lend < UNLIMITED:
-                entry["lendingLimit"] = quantity(component, min(lend, getattr(quota.nominal, component)))
+                entry["lendingLimit"] = quantity(
+                    component, min(lend, getattr(quota.nominal, component)) if cap_lend else lend
+                )
         resources.append(entry)
-    name = dedicated_flavor_name(pool, team.name) if dedicated else k8s_name(pool)
-    return {"name": name, "resources": resources}
+    return resources
 
 
 def cluster_queue(policy: Policy, team: Team, covered: list[str], options: RenderOptions) -> Manifest:
@@ -547,7 +574,7 @@ def render(policy: Policy, options: RenderOptions | None = None) -> list[Manifes
     covered = _covered_components(policy)
     objects: list[Manifest] = [
         *resource_flavors(policy, options),
-        *cohorts(policy),
+        *cohorts(policy, covered, options),
         *workload_priority_classes(policy, options),
         *admission_checks(options),
         *(cluster_queue(policy, team, covered, options) for team in policy.teams),
