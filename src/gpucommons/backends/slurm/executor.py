@@ -311,8 +311,8 @@ class SlurmExecutor(ExecutorBase):
             raise LaunchError(f"sbatch refused task {launch.task_id}: {exc}") from None
         with self._lock:
             self._submitted[submitted.job_id] = time.monotonic()
-        if submission.leaves_end_mark and submission.end_mark_dir is not None:
-            self._marks.expect(submitted.job_id, end_mark_path(submission.end_mark_dir, submitted.job_id))
+        if (folder := submission.end_mark_folder) is not None:
+            self._marks.expect(submitted.job_id, end_mark_path(folder, submitted.job_id))
         handle = handle_for(launch.task_id, submitted.job_id, len(nodes))
         if launch.run_as is not None:
             # Stored with the handle, so the output is found again after a restart.

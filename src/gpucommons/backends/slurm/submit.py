@@ -119,8 +119,10 @@ class SlurmSubmission:
         return len(self.nodes) > 1
 
     @property
-    def leaves_end_mark(self) -> bool:
-        return self.end_mark_dir is not None and self.time_limit_s is None
+    def end_mark_folder(self) -> Path | None:
+        """Where the batch script leaves its end mark; None when it leaves none (no folder, or
+        Slurm's own time limit, whose warning needs the command exec'd: module docstring)."""
+        return self.end_mark_dir if self.time_limit_s is None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,7 @@ def parse_job_name(name: str) -> tuple[str, int] | None:
 
 
 def end_mark_path(folder: Path, job_id: str) -> Path:
-    """The empty file the batch script of job `job_id` leaves in `folder` when its command returns."""
+    """The file holding the exit status that job `job_id`'s batch script leaves in `folder`."""
     return folder / f"slurm-{job_id}.end"
 
 
@@ -270,10 +272,11 @@ def batch_script(submission: SlurmSubmission) -> str:
         run = f"{shlex.join(step)} -- {command}"
     else:
         run = command
-    if not s.leaves_end_mark or s.end_mark_dir is None:
+    folder = s.end_mark_folder
+    if folder is None:
         lines.append(f"exec {run}")
         return "\n".join(lines) + "\n"
-    mark = shlex.quote(str(s.end_mark_dir)) + '/slurm-"$SLURM_JOB_ID".end'
+    mark = shlex.quote(str(folder)) + '/slurm-"$SLURM_JOB_ID".end'
     lines += [
         # The shell outlives a stop signal to leave the end mark; the task still receives it.
         f"trap : {STOP_SIGNALS}",
