@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.e2e.server.conftest import Platform
 
-SCRIPT = str(Path(__file__).with_name("task_script.py"))
+SCRIPT = str(Path(__file__).parent.parent / "task_script.py")
 GRACE_S = 10.0
 
 pytestmark = pytest.mark.slow
@@ -47,6 +47,7 @@ def test_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_from_its_checkpoi
         SCRIPT,
         str(notes),
         "1200",
+        "0.1",
         "0.002",
     )
     platform.wait(lambda: platform.task(borrower)["state"] == "running", what="the borrower to run")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.e2e.server.conftest import Platform
 
-SCRIPT = str(Path(__file__).with_name("task_script.py"))
+SCRIPT = str(Path(__file__).parent.parent / "task_script.py")
 CAPACITY = 4
 
 NO_PREEMPTION = """

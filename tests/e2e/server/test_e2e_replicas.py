@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from tests.e2e.server.conftest import Platform
 
-SCRIPT = str(Path(__file__).with_name("task_script.py"))
+SCRIPT = str(Path(__file__).parent.parent / "task_script.py")
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

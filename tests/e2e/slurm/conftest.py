@@ -20,7 +20,7 @@ from tests.e2e.server.conftest import Platform
 from gpucommons.testing.slurm_cluster import SlurmCluster
 
 SRC = Path(__file__).resolve().parents[3] / "src"
-SCRIPT = str(Path(__file__).with_name("task_script.py"))
+SCRIPT = str(Path(__file__).parent.parent / "task_script.py")
 
 #: Four nodes × 8 GPUs, two teams with half each, reclaim allowed.
 TWO_TEAMS = """

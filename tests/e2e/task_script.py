@@ -1,7 +1,7 @@
-"""A tiny training job for the Slurm e2e tests: counts steps, saves its state on SIGTERM, resumes.
+"""A tiny training job for the e2e tests: counts steps, saves its state on SIGTERM, resumes from it.
 
 Usage: python task_script.py JOURNAL STEPS [STEP_S [RESUMED_STEP_S]]. Appends one JSON line per event
-to JOURNAL (with the Slurm node it ran on and the GPUs that node gave it). A step takes STEP_S (0.1 s),
+to JOURNAL (under Slurm, with the node it ran on and its job id). A step takes STEP_S (0.1 s),
 or RESUMED_STEP_S in an attempt after a restart, so a resumed task does not keep the test waiting.
 """
 
