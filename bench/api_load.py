@@ -8,8 +8,8 @@
 Each cell starts a real `commons up --executor timer` subprocess on a loopback port with a fresh store
 (SQLite in a temporary home, or a new PostgreSQL database on 127.0.0.1:5432, dropped afterwards), fills
 its cluster (256 one-GPU `sleep 3600` tasks: every GPU busy, nothing ends), queues a backlog of
-`--backlog` more, then lets N concurrent clients (asyncio tasks over one httpx connection pool, each
-with its own keep-alive connection) send requests back to back for `--seconds` after `--warmup` seconds
+`--backlog` more, then lets N concurrent clients (asyncio tasks, each with its own httpx client and
+one keep-alive connection) send requests back to back for `--seconds` after `--warmup` seconds
 that are not counted, or until `--max-requests`, whichever comes first. It then stops the server by
 itself. The mixes:
 
@@ -151,6 +151,20 @@ class Server:
         return {"Authorization": f"Bearer {self.token}"}
 
 
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, seconds: float) -> None:
+    """Until `url`/healthz answers 200; a clear exit if the server dies or stays silent."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}; see {log}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the server did not answer within {seconds:.0f} s; see {log}")
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def running_server(
     workdir: Path, database_url: str | None, tick: float, count_sql: bool, src: Path | None = None
@@ -172,28 +186,22 @@ def running_server(
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"the server exited with {proc.returncode}; see {log}")
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"the server did not answer within 60 s; see {log}")
-            time.sleep(0.1)
+        wait_healthy(proc, url, log, 60)
         token = (home / "admin-token").read_text().strip()
         yield Server(proc, url, token, log)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_server(proc, 30)
+
+
+def stop_server(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Ctrl-C, as a person would; killed if it has not exited within `grace_s`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def task_body(team: int, name: str) -> dict[str, Any]:
@@ -253,16 +261,25 @@ async def drive(
 ) -> Load:
     """`clients` workers send requests back to back; only those started inside the window count."""
     load = Load()
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    # One client (and pool) per worker, each of one keep-alive connection: httpcore's pool scans
+    # all its connections on every request, so one shared pool of N connections costs the client
+    # O(N) per request (2 ms of CPU per request at 32, 6 ms at 128: the client, not the server,
+    # was the limit; bench/api_ceiling.py measures it).
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     counter = itertools.count()
-    async with httpx.AsyncClient(
-        base_url=server.url, headers=server.headers, timeout=120, limits=limits
-    ) as http:
+    async with contextlib.AsyncExitStack() as stack:
+        pool = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=120, limits=limits)
+            )
+            for _ in range(clients)
+        ]
         loop = asyncio.get_running_loop()
         begin = loop.time() + warmup
         end = begin + seconds
 
         async def worker(w: int) -> None:
+            http = pool[w]
             mine = list(seeds[w::clients][:4]) or list(seeds[:1])
             held: dict[str, str] = {}  # path -> the ETag of the answer this client last got
             for k in itertools.count():
@@ -611,7 +628,7 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  load average {os.getloadavg()[0]:.2f} (1 min)")
-    cells = []
+    cells: list[Cell] = []
     for db in args.db:
         for clients in args.clients:
             for mix in args.mix:
