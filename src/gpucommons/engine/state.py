@@ -38,6 +38,11 @@ def queue_key(task: TaskRequest) -> QueueKey:
     return (-task.priority, task.queued_at, task.seq)
 
 
+def pending_key(task: TaskRequest) -> tuple[str, str]:
+    """How the views group a pending task: its team and the one pool it asked for ("" = any)."""
+    return task.team, task.pools[0] if len(task.pools) == 1 else ""
+
+
 class ClusterState:
     """Pending and admitted tasks under one policy, with the indexes the engine reads."""
 
@@ -47,6 +52,9 @@ class ClusterState:
         self._queue_gpus: dict[str, Counter[int]] = {}
         self._exempt_pending: Counter[str] = Counter()
         self._explicit_pools: Counter[str] = Counter()
+        #: (team, the pool asked for or "" for any of the team's) -> [pending tasks, their GPUs]:
+        #: what the published views show, kept here so they need not walk the queue every cycle.
+        self._pending_totals: dict[tuple[str, str], list[int]] = {}
         self._running: dict[str, RunningTask] = {}
         self._running_by_team: dict[str, dict[str, None]] = {}
         #: Priorities of each team's admitted tasks (with counts): lets preemption skip a team
@@ -122,6 +130,9 @@ class ClusterState:
             self._exempt_pending[task.team] += 1
         if task.pools:
             self._explicit_pools[task.team] += 1
+        totals = self._pending_totals.setdefault(pending_key(task), [0, 0])
+        totals[0] += 1
+        totals[1] += task.resources.gpus
 
     def remove_pending(self, task_id: str) -> TaskRequest:
         """Take a pending task out of its queue (cancelled, or about to be admitted)."""
@@ -139,6 +150,12 @@ class ClusterState:
             self._exempt_pending[task.team] -= 1
         if task.pools:
             self._explicit_pools[task.team] -= 1
+        key = pending_key(task)
+        totals = self._pending_totals[key]
+        totals[0] -= 1
+        totals[1] -= task.resources.gpus
+        if totals[0] == 0:
+            del self._pending_totals[key]
         self._drop_reservation(task_id)
         return task
 
@@ -336,6 +353,10 @@ class ClusterState:
     def exempt_pending(self, team: str) -> int:
         """Pending tasks of the team whose class is exempt from budgets."""
         return self._exempt_pending.get(team, 0)
+
+    def pending_totals(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(team, pool asked for; "" = any of the team's pools) -> (pending tasks, their GPUs)."""
+        return {key: (n, gpus) for key, (n, gpus) in self._pending_totals.items()}
 
     def explicit_pool_pending(self, team: str) -> int:
         """Pending tasks of the team that name their own pools."""

@@ -37,7 +37,7 @@ from gpucommons.domain.resources import UNLIMITED, Resources
 from gpucommons.engine.apply import apply_decisions
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.cycle import decide
-from gpucommons.engine.state import ClusterState
+from gpucommons.engine.state import ClusterState, pending_key
 from gpucommons.engine.types import Admission, Decisions, EngineConfig, PreemptReason, TaskRequest
 from gpucommons.testing.builders import DEFAULT_CLASSES
 
@@ -276,6 +276,11 @@ class MiniSim:
 def check_state(state: ClusterState) -> None:
     """Invariants of any state the engine's decisions lead to."""
     policy = state.policy
+    walked: dict[tuple[str, str], tuple[int, int]] = {}
+    for task in state.iter_pending():
+        n, gpus = walked.get(pending_key(task), (0, 0))
+        walked[pending_key(task)] = (n + 1, gpus + task.resources.gpus)
+    assert state.pending_totals() == walked, "the kept pending totals differ from the queues"
     for p in policy.pools:
         used = sum(state.usage(t.name, p.name).gpus for t in policy.teams)
         assert used <= p.nodes * p.gpus_per_node, f"pool {p.name} over capacity: {used}"

@@ -155,3 +155,14 @@ def test_nodes_out_of_service_take_no_new_work_and_come_back() -> None:
     assert state.free_gpus("h100") == 8
     state.set_out_of_service("h100", frozenset())
     assert state.free_gpus("h100") == 16 and state.nodes.find("nlp", "h100", 16) is not None
+
+
+def test_pending_totals_follow_the_queues_by_team_and_pool_asked_for() -> None:
+    state = ClusterState(_policy())
+    state.add_pending(T("any").team("nlp").gpus(2).seq(1).obj())
+    state.add_pending(T("h100").team("nlp").gpus(3).pools("h100").seq(2).obj())
+    state.add_pending(T("cv").team("cv").gpus(8).seq(3).obj())
+    assert state.pending_totals() == {("nlp", ""): (1, 2), ("nlp", "h100"): (1, 3), ("cv", ""): (1, 8)}
+    state.admit("cv", Admission("h100", (NodeSlice(0, tuple(range(8))),)), now=1)
+    state.remove_pending("any")
+    assert state.pending_totals() == {("nlp", "h100"): (1, 3)}

@@ -37,13 +37,10 @@ class UsageView:
     @classmethod
     def of(cls, state: ClusterState) -> UsageView:
         policy = state.policy
+        by_pool = state.pending_totals()
         pending_gpus: dict[str, int] = {t: 0 for t in policy.team_names}
-        by_pool: dict[tuple[str, str], tuple[int, int]] = {}
-        for task in state.iter_pending():
-            pending_gpus[task.team] = pending_gpus.get(task.team, 0) + task.resources.gpus
-            key = (task.team, task.pools[0] if len(task.pools) == 1 else "")
-            n, g = by_pool.get(key, (0, 0))
-            by_pool[key] = (n + 1, g + task.resources.gpus)
+        for (team, _pool), (_n, gpus) in by_pool.items():
+            pending_gpus[team] = pending_gpus.get(team, 0) + gpus
         return cls(
             usage={(t.name, q.pool): state.usage(t.name, q.pool) for t in policy.teams for q in t.quotas},
             pending_tasks={t: state.pending_count(t) for t in policy.team_names},
