@@ -25,7 +25,7 @@ class StopReason(StrEnum):
     NODE_LEFT = "node_left"  # a node left service under a task that can resume: requeued
     MAX_RUNTIME = "max_runtime"  # ran for its class's max_runtime: failed
     CANCELLED = "cancelled"  # someone cancelled it: cancelled
-    #: Stored by another version of the server (a replica mid-upgrade, a restored backup): the
+    #: Stored by a newer version (rolled back since: a new reason needs no schema revision): the
     #: stop was ours, so the attempt's end is not a lost node's, and its exit status decides.
     UNKNOWN = "unknown"
 

@@ -88,8 +88,8 @@ class TaskRow(Base):
     exit_file: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: Why the attempt is being stopped: a `domain.stopping.StopReason` value, read back through
-    #: `StopReason.of` (a value it does not know is UNKNOWN, so a newer replica's rows never break
-    #: this one; a backup copies the string as stored). Then the stop's steps (`StopFields`).
+    #: `StopReason.of` (a value it does not know is UNKNOWN, so rows a newer version wrote never
+    #: break this one; a backup copies the string as stored). Then the stop's steps (`StopFields`).
     stop_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stop_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -1,7 +1,7 @@
 """The supervisor takes every step of a stop through the stop machine, on a real store (SQLite and
 PostgreSQL), with a hand-driven clock and an in-memory executor: the class's signal at once, SIGKILL
 only once the grace period is over, the reason stored as its plain name, and a reason this version
-does not know (a newer replica wrote it) escalated and settled like any other."""
+does not know (a newer version wrote it before a rollback) escalated and settled like any other."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_a_stop_reason_a_newer_server_wrote_is_escalated_and_settled_by_the_exit
     make_harness: Callable[..., Harness],
 ) -> None:
     h, clock, executor, task = started(make_harness)
-    with h.ctx.db.session() as session:  # what a replica of a newer version stored
+    with h.ctx.db.session() as session:  # what a newer version stored before it was rolled back
         row = session.get(TaskRow, task)
         assert row is not None
         row.stop_reason, row.stop_requested_at, row.stop_deadline = "drained_by_v9", START, START + 1

@@ -3,7 +3,8 @@
 Every cycle polls the cached handles of the live attempts; every `tick` seconds (or at once for a task
 the API touched) it reads every live row and looks after each by its state: a cancel request or an
 exceeded `max_runtime` starts a stop (the class's signal, SIGKILL after its grace period), a stop
-whose grace period is over is escalated, a task that declared `every:X` checkpoints but reported
+whose grace period is over is escalated (every step of a stop decided by the pure
+`domain.stopping.stop_step`, in `advance_stop`), a task that declared `every:X` checkpoints but reported
 nothing for 2X gets a warning event, and the engine learns each attempt's unsaved GPU-seconds.
 
 A checkpointing task on a node the backend took out of service (a Slurm node drained for
