@@ -301,9 +301,10 @@ class AttemptSupervisor:
             given = stop.kill_due(grace, now) - (stop.requested_at or now)
             record_event(session, row, "killed", now, f"grace period of {given:g}s over: SIGKILL")
         done = stop.after(step, now)
-        row.stop_requested_at = done.requested_at
-        row.stop_deadline = done.deadline
-        row.killed_at = done.killed_at
+        if done != stop:
+            row.stop_requested_at = done.requested_at
+            row.stop_deadline = done.deadline
+            row.killed_at = done.killed_at
 
     # --- an attempt ended ------------------------------------------------------------------------------
 
