@@ -1,8 +1,14 @@
-"""Stopping an attempt: the class's signal, a grace period to save state, then SIGKILL — as data.
+"""Stopping an attempt: why, and the class's signal, a grace period to save state, then SIGKILL — as data.
 
 The server's worker must not sleep through grace periods (it serves every task at once). So the
 escalation is a pure function: given when the stop was issued, the grace period, what has been
 sent so far and the time now, it says what to do now and when to look again.
+
+`stop_step` is that function over an attempt's stop as the store keeps it (`StopFields`: requested,
+SIGKILL deadline, killed), and `StopFields.after` is what carrying a step out writes back; the
+scheduler's supervisor decides every step of every stop through these two and nothing else
+(docs/design.md, "Stopping an attempt"). Why a stop was started is a `StopReason`, stored as its
+value; a value this version does not know reads as `StopReason.UNKNOWN`, never as an error.
 """
 
 from __future__ import annotations
@@ -10,6 +16,28 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from enum import StrEnum
+
+
+class StopReason(StrEnum):
+    """Why the control plane stopped an attempt: where the task goes when the attempt ends."""
+
+    PREEMPTED = "preempted"  # the engine (or Kueue) chose it as a victim: requeued
+    NODE_LEFT = "node_left"  # a node left service under a task that can resume: requeued
+    MAX_RUNTIME = "max_runtime"  # ran for its class's max_runtime: failed
+    CANCELLED = "cancelled"  # someone cancelled it: cancelled
+    #: Stored by a newer version (rolled back since: a new reason needs no schema revision): the
+    #: stop was ours, so the attempt's end is not a lost node's, and its exit status decides.
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def of(cls, stored: str | None) -> StopReason | None:
+        """The reason a stored value names; None for no stop; `UNKNOWN` for a value not listed."""
+        if stored is None:
+            return None
+        try:
+            return cls(stored)
+        except ValueError:
+            return cls.UNKNOWN
 
 
 class StopAction(StrEnum):
@@ -43,14 +71,63 @@ class StopStep:
 
 def next_stop_step(plan: StopPlan, now: float, *, signal_sent: bool, kill_sent: bool) -> StopStep:
     """What the worker does now for this stop. Idempotent for the same inputs; never sleeps."""
+    return _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, kill_sent=kill_sent)
+
+
+def _step(deadline: float, signum: int, now: float, *, signal_sent: bool, kill_sent: bool) -> StopStep:
+    """The one rule of every stop: signal first, wait out the deadline, SIGKILL, wait for the exit."""
     if kill_sent:
         return StopStep(StopAction.WAIT_FOR_EXIT)
     if not signal_sent:
         # Even with no grace period the task gets its signal first (then SIGKILL at once).
-        return StopStep(StopAction.SEND_SIGNAL, signum=plan.signum, wake_at=plan.deadline)
-    if now >= plan.deadline:
+        return StopStep(StopAction.SEND_SIGNAL, signum=signum, wake_at=deadline)
+    if now >= deadline:
         return StopStep(StopAction.KILL, signum=signal.SIGKILL)
-    return StopStep(StopAction.WAIT, wake_at=plan.deadline)
+    return StopStep(StopAction.WAIT, wake_at=deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class StopFields:
+    """An attempt's stop as the store keeps it: when it was requested (the class's signal goes with
+    the request), when SIGKILL is due, when SIGKILL was sent. All None: no stop yet."""
+
+    requested_at: float | None = None
+    deadline: float | None = None
+    killed_at: float | None = None
+
+    def kill_due(self, grace_s: float, now: float) -> float:
+        """When SIGKILL is due: the deadline stored when the stop started (never before it); for a
+        stop not started, `grace_s` from `now`; for one stored without a deadline, from its request."""
+        if self.requested_at is None:
+            return StopPlan(issued_at=now, grace_s=grace_s).deadline
+        if self.deadline is None:
+            return StopPlan(issued_at=self.requested_at, grace_s=grace_s).deadline
+        return max(self.requested_at, self.deadline)
+
+    def after(self, step: StopStep, now: float) -> StopFields:
+        """The fields once `step` has been carried out at `now` (what the caller stores)."""
+        if step.action is StopAction.SEND_SIGNAL:
+            return StopFields(requested_at=now, deadline=step.wake_at, killed_at=None)
+        if step.action is StopAction.KILL:
+            return StopFields(self.requested_at, self.deadline, killed_at=now)
+        return self
+
+
+def stop_step(fields: StopFields, now: float, *, grace_s: float, signum: int) -> StopStep:
+    """The next step of a stop the caller wants (or has started), given its stored fields.
+
+    No stop yet: signal now, SIGKILL due after the class's `grace_s`. Started: the deadline stored
+    when it started stands (a policy applied meanwhile changes later stops, not this one); a stop
+    recorded without one (Kueue's evictions leave the grace to the cluster) gets `grace_s` from its
+    request rather than an immediate SIGKILL.
+    """
+    return _step(
+        fields.kill_due(grace_s, now),
+        signum,
+        now,
+        signal_sent=fields.requested_at is not None,
+        kill_sent=fields.killed_at is not None,
+    )
 
 
 def parse_signal(name: str | int) -> int:

@@ -1,8 +1,10 @@
-"""Applying a cycle's decisions to the state all at once: a helper for tests and property checks.
+"""Applying a cycle's decisions to the state all at once: a helper for tests and property checks
+(`gpucommons.testing.builders.settle`, `gpucommons.testing.strategies.MiniSim`, the engine's tests).
 
 Neither the live server nor the simulator calls it: each applies a decision as it carries it out,
-through the same state methods (`ClusterState.admit` when a task is launched or starts,
-`mark_preempting` when a victim is signalled, `requeue` once it has stopped). Passing the preemptor
+through the same state methods (`ClusterState.admit` when the server reserves a task's GPUs, just
+before its launch, or the simulator starts a job; `mark_preempting` when a victim is signalled or
+Kueue reports an eviction; `requeue` once it has stopped). Passing the preemptor
 along with each victim is what keeps the preemptor's claim on the freed GPUs (docs/design.md,
 trap 1).
 """

@@ -87,7 +87,9 @@ class TaskRow(Base):
     start_marker: Mapped[str | None] = mapped_column(String(200), nullable=True)
     exit_file: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
-    #: Why the attempt is being stopped (`preempted`, `cancelled`, `max_runtime`), and when to SIGKILL.
+    #: Why the attempt is being stopped: a `domain.stopping.StopReason` value, read back through
+    #: `StopReason.of` (a value it does not know is UNKNOWN, so rows a newer version wrote never
+    #: break this one; a backup copies the string as stored). Then the stop's steps (`StopFields`).
     stop_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stop_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)

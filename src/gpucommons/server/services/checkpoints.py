@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from gpucommons.api.errors import CheckpointRequired, ValidationFailed
 from gpucommons.domain.model import PriorityClass
 from gpucommons.domain.task import CheckpointMode, CheckpointSpec
@@ -56,3 +58,23 @@ def unsaved_gpu_seconds(mode: str, gpus: int, saved_at: float | None, now: float
     if saved_at is None or mode == CheckpointMode.ON_SIGNAL.value:
         return 0.0
     return max(0.0, now - saved_at) * gpus
+
+
+class CheckpointedAttempt(Protocol):
+    """What the unsaved work of an attempt is read from: a `TaskRow`, or a row of those columns."""
+
+    @property
+    def checkpoint_mode(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def last_checkpoint_at(self) -> float | None: ...
+
+
+def unsaved_work(task: CheckpointedAttempt, now: float) -> float:
+    """The GPU-seconds a preemption of the task's attempt would lose now (what the engine weighs
+    when it chooses victims): the one reading of it, for the supervisor's full and quick paths."""
+    saved = last_saved_at(task.started_at, task.last_checkpoint_at)
+    return unsaved_gpu_seconds(task.checkpoint_mode, task.gpus, saved, now)

@@ -14,6 +14,7 @@ from pathlib import Path
 from gpucommons.backends.ports import ExitStatus, Handle
 from gpucommons.domain.model import Policy
 from gpucommons.domain.resources import Resources
+from gpucommons.domain.stopping import StopReason
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine.requests import task_request as request_for
 from gpucommons.engine.types import Admission, NodeSlice, Pending, PendingCode, TaskRequest
@@ -67,22 +68,23 @@ def handle_of(row: TaskRow) -> Handle | None:
 def outcome(row: TaskRow, status: ExitStatus) -> tuple[TaskState, EndReason, str]:
     """Where an ended attempt goes: back to the queue (preempted) or to a final state, and why."""
     how = f"exit code {status.code}" if status.code is not None else f"signal {status.signal}"
+    stop = StopReason.of(row.stop_reason)
     if row.cancel_requested:
         return TaskState.CANCELLED, EndReason.CANCELLED, f"cancelled; the process ended with {how}"
-    if row.stop_reason == "preempted":
+    if stop is StopReason.PREEMPTED:
         return TaskState.PENDING, EndReason.PREEMPTED, f"preempted; the process ended with {how}; requeued"
-    if row.stop_reason == "node_left":
+    if stop is StopReason.NODE_LEFT:
         return (
             TaskState.PENDING,
             EndReason.PREEMPTED,
             f"stopped because its node left service; the process ended with {how}; requeued",
         )
-    if status.lost is not None and row.stop_reason is None:
+    if status.lost is not None and stop is None:
         # The machine lost the work (a node failed): requeue what can resume, fail what cannot.
         if row.checkpoint_mode != CheckpointMode.NONE.value:
             return TaskState.PENDING, EndReason.PREEMPTED, f"{status.lost}; requeued"
         return TaskState.FAILED, EndReason.FAILED, f"{status.lost}; failed (the task declared no checkpoint)"
-    if row.stop_reason == "max_runtime":
+    if stop is StopReason.MAX_RUNTIME:
         return TaskState.FAILED, EndReason.FAILED, f"stopped at its class's max_runtime ({how})"
     if status.succeeded:
         return TaskState.SUCCEEDED, EndReason.SUCCEEDED, "succeeded (exit code 0)"

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from gpucommons.backends.ports import Clock, ClusterBackend, TaskReport
 from gpucommons.domain.model import Policy
 from gpucommons.domain.resources import Resources
+from gpucommons.domain.stopping import StopReason
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import Admission, Pending, PendingCode, Preempt, PreemptReason
@@ -193,7 +194,7 @@ class ReportApplier:
         self, session: Session, row: TaskRow, report: TaskReport, at: float, message: str
     ) -> None:
         row.preemptions += 1
-        row.stop_reason = "preempted"
+        row.stop_reason = StopReason.PREEMPTED
         row.stop_requested_at = at
         preemptor_id, preemptor_team = "", ""
         if report.preempted_by:

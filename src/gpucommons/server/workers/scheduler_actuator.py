@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from gpucommons.backends.ports import Clock, Executor, Handle, Launch, LaunchError
 from gpucommons.domain.model import Policy
+from gpucommons.domain.stopping import StopReason
 from gpucommons.domain.task import TaskState
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import Admit, Preempt
@@ -172,9 +173,9 @@ class Actuator:
             if row.state != TaskState.PREEMPTING.value:
                 switch_task_state(session, row, TaskState.PREEMPTING, now, message)
             if row.stop_requested_at is None and handle is not None:
-                host.supervisor.begin_stop(session, row, handle, "preempted", now, message)
+                host.supervisor.begin_stop(session, row, handle, StopReason.PREEMPTED, now, message)
             elif row.stop_reason is None:
-                row.stop_reason = "preempted"
+                row.stop_reason = StopReason.PREEMPTED
         host.state.mark_preempting(preempt.victim_id, preempt.preemptor_id)
         host.hooks.preempted(rt.task.team, preempt.reason.value, preempting_team=preemptor_team)
         return 1

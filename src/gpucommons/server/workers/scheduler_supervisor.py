@@ -3,7 +3,8 @@
 Every cycle polls the cached handles of the live attempts; every `tick` seconds (or at once for a task
 the API touched) it reads every live row and looks after each by its state: a cancel request or an
 exceeded `max_runtime` starts a stop (the class's signal, SIGKILL after its grace period), a stop
-whose grace period is over is escalated, a task that declared `every:X` checkpoints but reported
+whose grace period is over is escalated (every step of a stop decided by the pure
+`domain.stopping.stop_step`, in `advance_stop`), a task that declared `every:X` checkpoints but reported
 nothing for 2X gets a warning event, and the engine learns each attempt's unsaved GPU-seconds.
 
 A checkpointing task on a node the backend took out of service (a Slurm node drained for
@@ -32,11 +33,11 @@ from sqlalchemy.orm import Session
 
 from gpucommons.backends.ports import Clock, Executor, ExitStatus, Handle
 from gpucommons.domain.model import Policy, PriorityClass
-from gpucommons.domain.stopping import StopAction, StopPlan, next_stop_step, parse_signal
+from gpucommons.domain.stopping import StopAction, StopFields, StopReason, parse_signal, stop_step
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine.state import ClusterState
 from gpucommons.ledger.interval import EndReason
-from gpucommons.server.services.checkpoints import last_saved_at, unsaved_gpu_seconds
+from gpucommons.server.services.checkpoints import last_saved_at, unsaved_work
 from gpucommons.server.services.ledger import close_interval, open_intervals
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.tasks import LIVE_STATES
@@ -49,6 +50,17 @@ from gpucommons.server.workers.attempts import (
 )
 from gpucommons.store.db import Database
 from gpucommons.store.models import GpuAllocationRow, TaskRow, UsageIntervalRow
+
+#: The grace period of a stop whose priority class the policy no longer has.
+DEFAULT_GRACE_S = 30
+
+
+def _signal_of(pclass: PriorityClass | None) -> int:
+    """The class's stop signal; SIGTERM for a class the policy no longer has (or a bad name)."""
+    try:
+        return parse_signal(pclass.signal) if pclass is not None else int(signal.SIGTERM)
+    except ValueError:
+        return int(signal.SIGTERM)
 
 
 @dataclass
@@ -180,13 +192,13 @@ class AttemptSupervisor:
                 ).where(TaskRow.state.in_(LIVE_STATES))
             ).all()
         changed = False
-        for task_id, mode, gpus, started_at, checkpoint_at in rows:
-            rt = state.running(task_id)
+        for task in rows:
+            rt = state.running(task.id)
             if rt is None:
                 continue
-            unsaved = unsaved_gpu_seconds(mode, gpus, last_saved_at(started_at, checkpoint_at), now)
+            unsaved = unsaved_work(task, now)
             if unsaved != rt.unsaved_gpu_s:
-                state.set_unsaved_work(task_id, unsaved)
+                state.set_unsaved_work(task.id, unsaved)
                 changed = True
         return changed
 
@@ -195,23 +207,22 @@ class AttemptSupervisor:
     def _supervise(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
         if row.stop_requested_at is None:
             self._running(session, row, handle, now)
-        if row.stop_requested_at is not None and row.killed_at is None:
-            self._stopping(session, row, handle, now)
+        if row.stop_requested_at is not None:
+            self.advance_stop(session, row, handle, now)
         self._checkpoint_watch(session, row, now)
         if self.host.state.running(row.id) is not None:
-            saved = last_saved_at(row.started_at, row.last_checkpoint_at)
-            self.host.state.set_unsaved_work(
-                row.id, unsaved_gpu_seconds(row.checkpoint_mode, row.gpus, saved, now)
-            )
+            self.host.state.set_unsaved_work(row.id, unsaved_work(row, now))
 
     def _running(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
         """No stop yet: start one for a cancel request, an exceeded max_runtime, or a node taken
         out of service under a task that can resume elsewhere."""
         pclass = self._class(row.priority_class)
         if row.cancel_requested:
-            self.begin_stop(session, row, handle, "cancelled", now, "cancel requested: stopping")
+            self.begin_stop(session, row, handle, StopReason.CANCELLED, now, "cancel requested: stopping")
         elif row.checkpoint_mode != CheckpointMode.NONE.value and (left := self._node_left(row)) is not None:
-            self.begin_stop(session, row, handle, "node_left", now, f"{left}: stopping to resume elsewhere")
+            self.begin_stop(
+                session, row, handle, StopReason.NODE_LEFT, now, f"{left}: stopping to resume elsewhere"
+            )
         elif (
             pclass is not None
             and pclass.max_runtime_s is not None
@@ -222,19 +233,10 @@ class AttemptSupervisor:
                 session,
                 row,
                 handle,
-                "max_runtime",
+                StopReason.MAX_RUNTIME,
                 now,
                 f"ran for its class's max_runtime ({pclass.max_runtime_s}s): stopping",
             )
-
-    def _stopping(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
-        """Signalled, not yet killed: SIGKILL once the grace period is over."""
-        plan = self._stop_plan(row)
-        step = next_stop_step(plan, now, signal_sent=True, kill_sent=False)
-        if step.action is StopAction.KILL:
-            self.host.executor.kill(handle)
-            row.killed_at = now
-            record_event(session, row, "killed", now, f"grace period of {plan.grace_s:g}s over: SIGKILL")
 
     def _checkpoint_watch(self, session: Session, row: TaskRow, now: float) -> None:
         """A task that declared `every:X` but reported nothing for 2X gets a warning event."""
@@ -267,37 +269,42 @@ class AttemptSupervisor:
 
     # --- stops ----------------------------------------------------------------------------------------
 
-    def _class_signal(self, priority_class: str) -> int:
-        pclass = self._class(priority_class)
-        try:
-            return parse_signal(pclass.signal) if pclass is not None else int(signal.SIGTERM)
-        except ValueError:
-            return int(signal.SIGTERM)
-
     def _class(self, name: str) -> PriorityClass | None:
         try:
             return self.host.policy.priority_class(name)
         except KeyError:
             return None
 
-    def _stop_plan(self, row: TaskRow) -> StopPlan:
-        issued = row.stop_requested_at if row.stop_requested_at is not None else self.host.clock.now()
-        grace = (row.stop_deadline - issued) if row.stop_deadline is not None else 0.0
-        return StopPlan(issued_at=issued, grace_s=grace, signum=self._class_signal(row.priority_class))
-
     def begin_stop(
-        self, session: Session, row: TaskRow, handle: Handle, reason: str, now: float, message: str
+        self, session: Session, row: TaskRow, handle: Handle, reason: StopReason, now: float, message: str
     ) -> None:
-        """Send the class's signal; the grace period until SIGKILL starts now."""
-        pclass = self._class(row.priority_class)
-        grace = pclass.grace_period_s if pclass is not None else 30
+        """Start a stop for `reason`: its first step (the class's signal) is taken now."""
         row.stop_reason = reason
-        row.stop_requested_at = now
-        row.stop_deadline = now + grace
-        plan = self._stop_plan(row)
-        self.host.executor.signal(handle, plan.signum)
-        sig = signal.Signals(plan.signum).name
-        record_event(session, row, "signal", now, f"{message}; sent {sig}, SIGKILL after {grace}s")
+        self.advance_stop(session, row, handle, now, message)
+
+    def advance_stop(self, session: Session, row: TaskRow, handle: Handle, now: float, why: str = "") -> None:
+        """Take the step the stop machine (`domain.stopping.stop_step`) says is due for this attempt
+        now — the class's signal, SIGKILL once its deadline has passed, or nothing — and store the
+        fields it leaves. The only place a stop moves on."""
+        pclass = self._class(row.priority_class)
+        grace = pclass.grace_period_s if pclass is not None else DEFAULT_GRACE_S
+        stop = StopFields(row.stop_requested_at, row.stop_deadline, row.killed_at)
+        step = stop_step(stop, now, grace_s=grace, signum=_signal_of(pclass))
+        if step.action is StopAction.SEND_SIGNAL:
+            assert step.signum is not None
+            self.host.executor.signal(handle, step.signum)
+            sig = signal.Signals(step.signum).name
+            message = f"{why or 'stopping'}; sent {sig}, SIGKILL after {grace}s"
+            record_event(session, row, "signal", now, message)
+        elif step.action is StopAction.KILL:
+            self.host.executor.kill(handle)
+            given = stop.kill_due(grace, now) - (stop.requested_at or now)
+            record_event(session, row, "killed", now, f"grace period of {given:g}s over: SIGKILL")
+        done = stop.after(step, now)
+        if done != stop:
+            row.stop_requested_at = done.requested_at
+            row.stop_deadline = done.deadline
+            row.killed_at = done.killed_at
 
     # --- an attempt ended ------------------------------------------------------------------------------
 

@@ -1,0 +1,78 @@
+"""The supervisor takes every step of a stop through the stop machine, on a real store (SQLite and
+PostgreSQL), with a hand-driven clock and an in-memory executor: the class's signal at once, SIGKILL
+only once the grace period is over, the reason stored as its plain name, and a reason this version
+does not know (a newer version wrote it before a rollback) escalated and settled like any other."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+from sqlalchemy import text
+from tests.integration.server.conftest import Harness
+
+from gpucommons.backends.clock import ManualClock
+from gpucommons.backends.fake import FakeExecutor, Script
+from gpucommons.store.models import TaskRow
+
+START = 1_800_000_000.0
+GRACE_S = 2.0  # SMALL_POLICY's `normal` class
+TICK_S = 0.6  # more than the scheduler's tick: every cycle after an advance reads every live row
+
+
+def started(make_harness: Callable[..., Harness]) -> tuple[Harness, ManualClock, FakeExecutor, str]:
+    """A harness on a manual clock with one running task that ignores every signal but SIGKILL."""
+    clock = ManualClock(START)
+    executor = FakeExecutor(clock)
+    h = make_harness(executor=executor, clock=clock)
+    task = str(h.submit(team="a", gpus=1, command=["sleep", "60"])["id"])
+    executor.script(task, Script(ignore_signals=True))
+    h.cycle()
+    assert h.task(task)["state"] == "running"
+    return h, clock, executor, task
+
+
+def signals_of(executor: FakeExecutor, task: str) -> list[int]:
+    return [s for a in executor.attempts if a.launch.task_id == task for s in a.signals]
+
+
+def stored(h: Harness, task: str, column: str) -> object:
+    with h.ctx.db.session() as session:
+        return session.execute(text(f"SELECT {column} FROM tasks WHERE id = :id"), {"id": task}).scalar_one()
+
+
+def test_a_cancel_signals_at_once_and_kills_only_when_the_grace_period_is_over(
+    make_harness: Callable[..., Harness],
+) -> None:
+    h, clock, executor, task = started(make_harness)
+    h.http.post(f"/api/v1/tasks/{task}/cancel", headers=h.admin)
+    h.cycle()
+    assert signals_of(executor, task) == [signal.SIGTERM]
+    assert stored(h, task, "stop_reason") == "cancelled"
+    assert stored(h, task, "stop_deadline") == START + GRACE_S
+
+    clock.set(START + GRACE_S - 0.01)
+    h.cycle()
+    assert signals_of(executor, task) == [signal.SIGTERM]  # still within its grace period
+
+    clock.advance(TICK_S)
+    h.cycle()
+    assert signals_of(executor, task) == [signal.SIGTERM, signal.SIGKILL]
+    h.wait_state(task, "cancelled")
+    kinds = [e["kind"] for e in h.http.get(f"/api/v1/tasks/{task}/events", headers=h.admin).json()]
+    assert (kinds.count("signal"), kinds.count("killed")) == (1, 1)
+
+
+def test_a_stop_reason_a_newer_server_wrote_is_escalated_and_settled_by_the_exit_status(
+    make_harness: Callable[..., Harness],
+) -> None:
+    h, clock, executor, task = started(make_harness)
+    with h.ctx.db.session() as session:  # what a newer version stored before it was rolled back
+        row = session.get(TaskRow, task)
+        assert row is not None
+        row.stop_reason, row.stop_requested_at, row.stop_deadline = "drained_by_v9", START, START + 1
+    clock.advance(1 + TICK_S)
+    h.cycle()
+    assert signals_of(executor, task) == [signal.SIGKILL]  # its deadline stands: killed, not re-signalled
+    done = h.wait_state(task, "failed")
+    assert "signal 9" in str(done["message"])
