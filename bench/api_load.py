@@ -55,7 +55,6 @@ import contextlib
 import itertools
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -71,8 +70,9 @@ from typing import Any
 
 import httpx
 
+from gpucommons.testing.postgres import PostgresUnavailable, connect_admin, scratch_database
+
 BENCH = Path(__file__).resolve().parent
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 NODES, GPUS_PER_NODE, TEAMS = 32, 8, 8
 CAPACITY = NODES * GPUS_PER_NODE
 READS = ("tasks", "queue", "teams", "task")
@@ -124,19 +124,12 @@ def fresh_database(kind: str, workdir: Path) -> Iterator[str | None]:
     if kind == "sqlite":
         yield None
         return
-    import psycopg
-
     try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except Exception as exc:
-        raise SystemExit(f"PostgreSQL does not answer at 127.0.0.1:5432 ({exc}); pass --db sqlite") from None
-    name = f"commons_api_load_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+        admin = connect_admin(connect_timeout=3)
+    except PostgresUnavailable as exc:
+        raise SystemExit(f"{exc}; pass --db sqlite") from None
+    with scratch_database("commons_api_load", admin) as url:
+        yield url
 
 
 @dataclass

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import secrets
 import signal
 import socket
 import statistics
@@ -43,7 +42,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+from gpucommons.testing.postgres import PostgresUnavailable, connect_admin, scratch_database
+
 GPUS = 8
 POLICY = f"""
 cluster:
@@ -230,19 +230,8 @@ def check(database_url: str, acknowledged: list[str], journal: Path) -> dict[str
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--rate", type=float, default=4.0, help="submissions per second")
-    parser.add_argument("--settle", type=float, default=90.0, help="longest wait for the last tasks (s)")
-    args = parser.parse_args()
-    try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
-    except psycopg.Error as exc:
-        raise SystemExit(f"PostgreSQL does not answer at 127.0.0.1:5432: {exc}") from None
-    name = f"commons_faults_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+def _run(args: argparse.Namespace, url: str) -> tuple[list[float], Client, dict[str, int]]:
+    """Two replicas on the database at `url`, `--kills` leader kills under load, then the check."""
     work = Path(tempfile.mkdtemp(prefix="commons-faults-"))
     policy = work / "policy.yaml"
     policy.write_text(POLICY)
@@ -294,8 +283,22 @@ def main() -> None:
             client.stop.set()
         for replica in replicas:
             replica.stop()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    assert client is not None  # (set before the first kill; any failure before that has raised)
+    return takeovers, client, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=4.0, help="submissions per second")
+    parser.add_argument("--settle", type=float, default=90.0, help="longest wait for the last tasks (s)")
+    args = parser.parse_args()
+    try:
+        admin = connect_admin(connect_timeout=3)
+    except PostgresUnavailable as exc:
+        raise SystemExit(str(exc)) from None
+    with scratch_database("commons_faults", admin) as url:
+        takeovers, client, result = _run(args, url)
     p50 = statistics.median(takeovers)
     print()
     print(f"{'kills':<22}{len(takeovers)}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import warnings
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -87,7 +87,10 @@ def read_usage_csv(
 
 def _read_rows(lines: Iterable[str], pools: Collection[str] | None, max_issues: int) -> list[UsageInterval]:
     reader = csv.reader(lines)
-    header = next(reader, None)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise LedgerError([LineIssue(reader.line_num, _not_csv(exc))]) from None
     if header is None:
         raise LedgerError([LineIssue(1, "the file is empty; expected the header " + ",".join(USAGE_COLUMNS))])
     names = [h.strip() for h in header]
@@ -117,8 +120,11 @@ def _read_rows(lines: Iterable[str], pools: Collection[str] | None, max_issues: 
     issues: list[LineIssue] = []
     fromiso = datetime.fromisoformat
     reasons = _REASONS
-    for row in reader:
-        if len(row) != width:
+    rows = _Rows(reader)
+    for row in rows:
+        if row is None:
+            issues.append(LineIssue(reader.line_num, _not_csv(rows.error)))
+        elif len(row) != width:
             if not any(cell.strip() for cell in row):
                 continue  # blank line
             issues.append(
@@ -164,6 +170,37 @@ def _read_rows(lines: Iterable[str], pools: Collection[str] | None, max_issues: 
     if issues:
         raise LedgerError(issues)
     return out
+
+
+class _Rows:
+    """`csv.reader` rows, with `None` for a line the csv module cannot split (a carriage return in
+    a field that is not quoted), so that such a line is refused by number like any other bad
+    row instead of ending the reading with the csv module's own exception."""
+
+    def __init__(self, reader: Iterator[list[str]]) -> None:
+        self.reader = reader
+        self.error: csv.Error | None = None
+
+    def __iter__(self) -> Iterator[list[str] | None]:
+        while True:
+            try:
+                row: list[str] = next(self.reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                self.error = exc
+                yield None
+            else:
+                yield row
+
+
+def _not_csv(error: csv.Error | None) -> str:
+    if "new-line" in str(error):
+        return (
+            "a carriage return inside a field that is not quoted "
+            "(quote the field; lines may end in \\n or \\r\\n)"
+        )
+    return f"not a CSV line: {error}"
 
 
 def _utc(moment: datetime) -> datetime:

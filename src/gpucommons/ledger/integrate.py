@@ -192,6 +192,7 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
     class_names, classes = _codes(table.priority)
     pairs, codes = np.unique(team_codes * len(pool_names) + pool_codes, return_inverse=True)
     codes = codes.astype(np.int64).reshape(-1)
+    row_keys = codes  # every row's (team, pool) code, before the rows outside the period are dropped
     keys: list[Key] = [
         (team_names[int(pair) // len(pool_names)], pool_names[int(pair) % len(pool_names)]) for pair in pairs
     ]
@@ -237,10 +238,17 @@ def _integrate_table(table: UsageTable, period: Period, nominal: dict[Key, int])
         by_class[(team, pool, class_names[klass])] = int(class_v[flat])
 
     lost: dict[Key, Decimal] = {}
-    for i, hours in table.lost_gpu_hours.items():
-        if p0 < int(table.end_us[i]) <= p1:
-            key = (table.team[i], table.pool[i])
-            lost[key] = lost.get(key, Decimal(0)) + hours
+    if table.lost_gpu_hours:
+        # a few percent of a million rows: their keys by codes in vectors, not per row by name
+        rows = np.fromiter(table.lost_gpu_hours, np.int64, len(table.lost_gpu_hours))
+        ends = table.end_us[rows]
+        inside = ((ends > p0) & (ends <= p1)).tolist()
+        for code, counts, hours in zip(
+            row_keys[rows].tolist(), inside, table.lost_gpu_hours.values(), strict=True
+        ):
+            if counts:
+                key = keys[code]
+                lost[key] = lost.get(key, Decimal(0)) + hours
     return _Integrals(gpu_us, borrowed, by_class, lost, int(keep.sum()))
 
 

@@ -16,6 +16,7 @@ from gpucommons.ledger import (
     EndReason,
     LedgerError,
     UsageInterval,
+    format_utc,
     read_usage_bytes,
     read_usage_csv,
     write_usage_csv,
@@ -129,3 +130,112 @@ def test_integration_of_the_byte_readers_table_matches_that_of_the_row_readers(
     fast = _integrate_table(table, period, nominal)
     plain = _integrate_table(UsageTable.from_intervals(rows), period, nominal)
     assert fast == plain
+
+
+def _same_outcome(text: bytes, pools: list[str] | None = None) -> None:
+    """`read_usage_bytes` (the command's reader) and the row reader: the same rows, or the same
+    issues naming the same lines."""
+    try:
+        expected = read_usage_csv(io.StringIO(text.decode("utf-8")), pools=pools)
+    except LedgerError as by_rows:
+        try:
+            read_usage_bytes(text, pools=pools)
+        except LedgerError as by_bytes:
+            assert by_bytes.issues == by_rows.issues
+            assert by_bytes.truncated == by_rows.truncated
+        else:
+            raise AssertionError(f"the byte reader accepted what the row reader refused: {by_rows}")
+        return
+    assert read_usage_bytes(text, pools=pools).intervals() == expected
+
+
+def _quoted(field: str) -> str:
+    return '"' + field.replace('"', '""') + '"'
+
+
+EDITS = st.sampled_from(
+    [
+        "crlf",  # every line ends \r\n (what Excel and csv.writer's default write)
+        "quote",  # one field in quotes, as a spreadsheet writes them
+        "quote-comma",  # a quoted field with a comma in it: one field, not two
+        "blank",  # a blank line between rows
+        "huge-gpus",  # a GPU count far past int64
+        "huge-lost",  # lost work of 30 digits
+        "no-final-newline",
+        "short-row",  # a row with a field missing
+        "header-only",
+        "empty",
+    ]
+)
+
+
+@SETTINGS
+@given(st.lists(intervals(True), min_size=1, max_size=20), EDITS, st.data())
+def test_unusual_files_read_or_fail_exactly_as_the_row_reader_says(
+    rows: list[UsageInterval], edit: str, data: st.DataObject
+) -> None:
+    """Empty files, quotes, CRLF, huge values, short rows: the same rows or the same refusals by line."""
+    lines = ledger_bytes(rows).decode().splitlines()
+    line = data.draw(st.integers(1, len(lines) - 1))
+    fields = lines[line].split(",")
+    column = data.draw(st.integers(0, len(fields) - 1))
+    ending = "\n"
+    if edit == "crlf":
+        ending = "\r\n"
+    elif edit == "quote":
+        fields[column] = _quoted(fields[column])
+    elif edit == "quote-comma":
+        fields[1] = _quoted(fields[1] + ",x")
+    elif edit == "blank":
+        lines.insert(line, "")
+    elif edit == "huge-gpus":
+        fields[3] = data.draw(st.sampled_from(["9" * 30, "18446744073709551616", str(2**63)]))
+    elif edit == "huge-lost" and len(fields) > 9:
+        fields[9] = "1" + "0" * 29
+    elif edit == "short-row":
+        del fields[column]
+    elif edit == "header-only":
+        lines = lines[:1]
+    elif edit == "empty":
+        lines = []
+    if edit not in ("blank", "header-only", "empty"):
+        lines[line] = ",".join(fields)
+    text = ending.join(lines) + ("" if edit == "no-final-newline" or not lines else ending)
+    _same_outcome(text.encode(), pools=data.draw(st.sampled_from([None, ["h100", "a100", "l4"]])))
+
+
+RARE = st.sampled_from(["team", "pool", "priority", "end_reason", "date", "none"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(intervals(True), min_size=1, max_size=5), RARE, st.integers(0, 4000), st.data())
+def test_a_value_only_on_rows_the_sample_skips_is_read_as_the_row_reader_does(
+    base: list[UsageInterval], rare: str, which: int, data: st.DataObject
+) -> None:
+    """The byte reader finds a column's few distinct values in a sample of the rows (every
+    `rows // 4096`-th) and looks every row up by hash: a value only on rows between samples, a name
+    longer than the hash's 16 bytes, or a date the sample missed must still be read exactly."""
+    rows = [base[i % len(base)] for i in range(9_000)]  # a step of 2: odd rows are never sampled
+    i = 2 * which + 1
+    changed = rows[i]
+    if rare == "team":
+        changed = changed._replace(team=data.draw(st.sampled_from(["zz", "a-name-longer-than-16-bytes"])))
+    elif rare == "pool":
+        changed = changed._replace(pool="a100" if changed.pool != "a100" else "l4")
+    elif rare == "priority":
+        changed = changed._replace(priority="rare-class")
+    elif rare == "end_reason":
+        reason = EndReason.RUNNING if changed.end_reason is not EndReason.RUNNING else EndReason.FAILED
+        changed = changed._replace(end_reason=reason, lost_gpu_hours=Decimal(0))
+    elif rare == "date":
+        shift = timedelta(days=400)
+        changed = changed._replace(start=changed.start + shift, end=changed.end + shift)
+    rows[i] = changed
+    data_bytes = ledger_bytes(rows)
+    table = byte_table(data_bytes, None)
+    oracle = read_usage_csv(io.StringIO(data_bytes.decode()))
+    if len({len(format_utc(r.start)) for r in rows} | {len(format_utc(r.end)) for r in rows}) == 1:
+        assert table is not None  # plain: the fast path read it (and did not give up)
+    if table is not None:
+        assert table.intervals() == oracle
+    assert read_usage_bytes(data_bytes).intervals() == oracle

@@ -100,6 +100,18 @@ def test_bad_rows_are_refused_with_their_line_numbers() -> None:
     ]
 
 
+def test_a_carriage_return_in_an_unquoted_field_is_refused_by_line_not_raised() -> None:
+    """The csv module cannot split such a line; it is a bad row like any other (the command once
+    ended with the csv module's own exception), and the rows after it are still checked."""
+    text = "\n".join([HEADER, GOOD.replace("t1", "\r"), GOOD, GOOD.replace(",8,", ",eight,")])
+    assert refused(text) == [
+        "line 2: a carriage return inside a field that is not quoted (quote the field; lines may end "
+        "in \\n or \\r\\n)",
+        "line 4, gpus: 'eight' is not a whole number",
+    ]
+    assert read("\r\n".join([HEADER, GOOD, f'"a\rb"{GOOD[2:]}']))[1].task_id == "a\rb"
+
+
 def test_a_pool_the_policy_lacks_is_refused_when_pools_are_given() -> None:
     text = f"{HEADER}\n{GOOD}\n{GOOD.replace('h100', 'tpu')}\n"
     assert refused(text, pools=["h100", "a100"]) == [
