@@ -132,12 +132,10 @@ def test_reads_never_wait_for_a_cycle(live: Live) -> None:
         live.submit("a")
     _wait(lambda: len(live.scheduler.view.pending) == 2, "two tasks to wait")
     waiting = live.scheduler.view.pending[0].id
-    with live.scheduler.lock:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            reads = [
-                pool.submit(live.http.get, path)
-                for path in ("/api/v1/queue", "/api/v1/teams", f"/api/v1/tasks/{waiting}/timeline", "/metrics")
-            ]
-            answers = [r.result(timeout=5.0) for r in reads]
+    paths = ("/api/v1/queue", "/api/v1/teams", f"/api/v1/tasks/{waiting}/timeline", "/metrics")
+    # The lock stands for a cycle in progress; it is let go before the pool waits for its threads.
+    with ThreadPoolExecutor(max_workers=len(paths)) as pool, live.scheduler.lock:
+        reads = [pool.submit(live.http.get, path) for path in paths]
+        answers = [r.result(timeout=5.0) for r in reads]
     assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
     assert [e["task_id"] for e in answers[0].json()][:1] == [waiting]
