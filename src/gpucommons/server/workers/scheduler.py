@@ -245,6 +245,7 @@ class Scheduler:
             self.state = state
             self.desk.restore(state)
             self.supervisor.reset(handles)
+            self.publish()
 
     def mirror(self) -> None:
         """A follower's read-only view: the state rebuilt from the store and the engine's reasons for
