@@ -67,20 +67,19 @@ class PendingSample:
 
 
 def pending_samples(scheduler: TaskWorker) -> list[PendingSample]:
-    """Every pending task with the engine's last reason, read under the scheduler's lock."""
-    with scheduler.lock:
-        reasons = scheduler.pending
-        return [
-            PendingSample(
-                team=t.team,
-                priority_class=t.priority_class,
-                reason=reason.code.value if (reason := reasons.get(t.id)) is not None else NOT_CONSIDERED,
-                gpus=t.resources.gpus,
-                queued_at=t.queued_at,
-                pools=t.pools,
-            )
-            for t in scheduler.state.iter_pending()
-        ]
+    """Every pending task with the engine's last reason, from the scheduler's published view."""
+    view = scheduler.view
+    return [
+        PendingSample(
+            team=t.team,
+            priority_class=t.priority_class,
+            reason=reason.code.value if (reason := view.reasons.get(t.id)) is not None else NOT_CONSIDERED,
+            gpus=t.resources.gpus,
+            queued_at=t.queued_at,
+            pools=t.pools,
+        )
+        for t in view.pending
+    ]
 
 
 class ClusterCollector(Collector):
@@ -98,7 +97,8 @@ class ClusterCollector(Collector):
             log.exception("metrics: could not read the store")
 
     def _quota(self) -> Iterator[GaugeMetricFamily]:
-        policy, view = self.scheduler.policy, self.scheduler.usage
+        published = self.scheduler.view
+        policy, view = published.policy, published.usage
         labels = ["cohort", "team", "pool", "resource"]
         nominal = GaugeMetricFamily(
             "commons_team_nominal_quota", "GPUs the team is guaranteed in the pool", labels=labels
@@ -122,7 +122,8 @@ class ClusterCollector(Collector):
         yield from (nominal, limit, usage, borrowed)
 
     def _queue(self) -> Iterator[GaugeMetricFamily]:
-        policy, view = self.scheduler.policy, self.scheduler.usage
+        published = self.scheduler.view
+        policy, view = published.policy, published.usage
         now = self.clock.now()
         samples = pending_samples(self.scheduler)
         counts: dict[tuple[str, str, str], int] = defaultdict(int)
@@ -191,6 +192,6 @@ class ClusterCollector(Collector):
             f"Tasks of the team preempted {LOOP_PREEMPTIONS} times or more in the last hour",
             labels=["team"],
         )
-        for team in self.scheduler.policy.team_names:
+        for team in self.scheduler.view.policy.team_names:
             loop.add_metric([team], loops.get(team, 0))
         yield from (finished, preempted, loop)

@@ -21,6 +21,7 @@ from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
 from gpucommons.server.routers.caching import NOT_MODIFIED, etag_of, json_answer, not_modified
 from gpucommons.server.services import ledger, policies, views
+from gpucommons.server.workers.commands import ApplyPolicy
 from gpucommons.store.models import TaskRow
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
@@ -138,17 +139,8 @@ def apply_policy(
     """Validate and apply a policy; running tasks keep running, the next cycle uses the new quotas."""
     audit_note(request, "policy.apply", dry_run=body.dry_run)
     authorize(who, Action.POLICY_APPLY)
-    with ctx.scheduler.lock:
-        with ctx.db.session() as session:
-            policy, row = policies.apply(session, body.text, who.subject, ctx.clock.now(), body.dry_run)
-            out = policies.info(row, policy)
-            if not body.dry_run:
-                # Before the commit: a cluster that refuses the policy leaves the stored one in force.
-                try:
-                    ctx.scheduler.publish_policy(policy)
-                except BackendUnavailable as exc:
-                    raise Unavailable(str(exc)) from None
-        if not body.dry_run:
-            ctx.policies.replace(policy, row.id)
-    ctx.scheduler.wake()
-    return out
+    command = ApplyPolicy(body.text, who.subject, ctx.clock.now(), body.dry_run, ctx.policies.replace)
+    try:
+        return ctx.scheduler.desk.execute(command)
+    except BackendUnavailable as exc:  # the cluster refused it: the stored policy stays in force
+        raise Unavailable(str(exc)) from None

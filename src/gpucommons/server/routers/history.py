@@ -64,7 +64,7 @@ def wait_history(
 def team_detail(team: TeamName, ctx: ContextDep, who: CurrentPrincipal) -> wire.TeamDetail:
     """One team: members, quota and limits, this month's use and cost against its budget (with the
     burn-down projection), and preemptions suffered and caused in the last 30 days."""
-    if not ctx.scheduler.policy.has_team(team):
+    if not ctx.scheduler.view.policy.has_team(team):
         raise NotFound(f"no team {team!r} in the policy", {"team": team})
     authorize(who, Action.TEAM_READ, team)
     return team_view.team_detail(ctx, who, team)

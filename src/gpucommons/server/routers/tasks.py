@@ -27,6 +27,7 @@ from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
 from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, link_header, query_string
 from gpucommons.server.services import convert
 from gpucommons.server.services import tasks as service
+from gpucommons.server.workers.commands import Cancel, RecordCheckpoint
 from gpucommons.store.models import TaskRow
 from gpucommons.store.sequence import store_numbered
 
@@ -127,7 +128,7 @@ def list_tasks(
         rows = service.list_tasks(
             session, ctx.policies.policy, who, team, state or (), limit + 1, int(after) if after else None
         )
-        borrowed = ctx.scheduler.usage.borrowed_by_task
+        borrowed = ctx.scheduler.view.usage.borrowed_by_task
         out = [convert.task(r, borrowed) for r in rows[:limit]]
     headers = {}
     if len(rows) > limit:
@@ -146,26 +147,18 @@ def list_tasks(
 def get_task(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
     with ctx.db.session() as session:
         row = service.get_visible(session, ctx.policies.policy, task_id, who)
-        return convert.task(row, ctx.scheduler.usage.borrowed_by_task)
+        return convert.task(row, ctx.scheduler.view.usage.borrowed_by_task)
 
 
 @router.post("/{task_id}/cancel", response_model=schemas.Task)
 def cancel(task_id: str, request: Request, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
     audit_note(request, "task.cancel", target=task_id)
-    with ctx.scheduler.lock:
-        with ctx.db.session() as session:
-            row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CANCEL)
-            if ctx.sharing is Sharing.SHARED:
-                # The leader may be reserving this task in another process: its row lock orders the
-                # two (PostgreSQL; the scheduler lock above does it within one process).
-                session.refresh(row, with_for_update=True)
-            audit_note(request, "task.cancel", team=row.team, target=task_id)
-            service.cancel(session, row, who, ctx.clock.now())
-            out = convert.task(row)
-        if out.state == TaskState.CANCELLED.value:
-            ctx.scheduler.forget_pending(task_id)
-    ctx.scheduler.mark_dirty(task_id)
-    return out
+    with ctx.db.session() as session:
+        row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CANCEL)
+        audit_note(request, "task.cancel", team=row.team, target=task_id)
+    # The worker applies it under its own lock and transaction (`workers.commands`).
+    command = Cancel(task_id, who, ctx.clock.now(), lock_row=ctx.sharing is Sharing.SHARED)
+    return ctx.scheduler.desk.execute(command)
 
 
 @router.post("/{task_id}/checkpoint", response_model=schemas.Task)
@@ -181,10 +174,8 @@ def checkpoint(
             who = current_principal(request, creds)
             row = service.get_visible(session, ctx.policies.policy, task_id, who, Action.TASK_CHECKPOINT)
         audit_note(request, "task.checkpoint", team=row.team, target=task_id)
-        service.report_checkpoint(session, row, body or schemas.CheckpointReport(), ctx.clock.now())
-        out = convert.task(row)
-    ctx.scheduler.mark_dirty(task_id)
-    return out
+    report = body or schemas.CheckpointReport()
+    return ctx.scheduler.desk.execute(RecordCheckpoint(task_id, report, ctx.clock.now()))
 
 
 @router.get("/{task_id}/events", response_model=list[schemas.TaskEvent])

@@ -175,12 +175,10 @@ def estimate(ctx: ServerContext, row: TaskRow, session: Session) -> wire.StartEs
 
 
 def _estimate(ctx: ServerContext, row: TaskRow, session: Session) -> wire.StartEstimate | None:
-    scheduler = ctx.scheduler
-    with scheduler.lock:
-        policy = scheduler.policy
-        state = scheduler.state
-        running = list(state.iter_running())
-        pending = sorted(state.iter_pending(), key=lambda t: (queue_key(t), t.team))
+    view = ctx.scheduler.view
+    policy = view.policy
+    running = list(view.running)
+    pending = sorted(view.pending, key=lambda t: (queue_key(t), t.team))
     now = ctx.clock.now()
     position = next((i for i, t in enumerate(pending, start=1) if t.id == row.id), 0)
     if position == 0:

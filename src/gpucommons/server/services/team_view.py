@@ -185,7 +185,8 @@ def team_preemptions(
 def team_detail(ctx: ServerContext, who: Principal, team_name: str) -> wire.TeamDetail:
     """The caller must be allowed `team.read` on the team (the router checks); costs need `costs.read`."""
     scheduler = ctx.scheduler
-    policy, view = scheduler.policy, scheduler.usage
+    published = scheduler.view
+    policy, view = published.policy, published.usage
     team = policy.team(team_name)
     now = ctx.clock.now()
     quotas = []

@@ -1,4 +1,6 @@
-"""Read models computed from the scheduler's live state: teams, the queue, metric gauges."""
+"""Read models computed from the scheduler's published read view: teams, the queue, metric gauges.
+
+Each takes `scheduler.view` once, so one answer shows one moment, and never waits for a cycle."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ def _limit(value: int) -> int | None:
 
 def teams(scheduler: TaskWorker, visible: Collection[str]) -> list[schemas.TeamSummary]:
     """From the scheduler's last published view: never waits for a cycle to finish."""
-    view, policy = scheduler.usage, scheduler.policy
+    published = scheduler.view
+    view, policy = published.usage, published.policy
     out = []
     for team in policy.teams:
         if team.name not in visible:
@@ -61,37 +64,37 @@ def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[s
     """Every pending task the caller may see, in the order the engine considers them."""
     # The admitting side's own positions where it has them (Kueue's visibility API), else ours.
     placed = scheduler.positions()
-    with scheduler.lock:
-        state = scheduler.state
-        everyone = sorted(state.iter_pending(), key=lambda t: (queue_key(t), t.team))
-        team_pos: dict[str, int] = {}
-        out = []
-        for position, task in enumerate(everyone, start=1):
-            team_pos[task.team] = team_pos.get(task.team, 0) + 1
-            if task.team not in visible:
-                continue
-            reason = scheduler.pending.get(task.id)
-            where = placed.get(task.id)
-            out.append(
-                schemas.QueueEntry(
-                    task_id=task.id,
-                    name="",
-                    team=task.team,
-                    priority=task.priority_class,
-                    gpus=task.resources.gpus,
-                    position=where.position if where else position,
-                    team_position=where.team_position if where else team_pos[task.team],
-                    waiting_seconds=round(max(0.0, now - task.queued_at), 3),
-                    queued_at=datetime.fromtimestamp(task.queued_at, tz=UTC),
-                    reason_code=reason.code.value if reason else "",
-                    reason=reason.message if reason else "not yet considered by the scheduler",
-                )
+    published = scheduler.view
+    everyone = sorted(published.pending, key=lambda t: (queue_key(t), t.team))
+    team_pos: dict[str, int] = {}
+    out = []
+    for position, task in enumerate(everyone, start=1):
+        team_pos[task.team] = team_pos.get(task.team, 0) + 1
+        if task.team not in visible:
+            continue
+        reason = published.reasons.get(task.id)
+        where = placed.get(task.id)
+        out.append(
+            schemas.QueueEntry(
+                task_id=task.id,
+                name="",
+                team=task.team,
+                priority=task.priority_class,
+                gpus=task.resources.gpus,
+                position=where.position if where else position,
+                team_position=where.team_position if where else team_pos[task.team],
+                waiting_seconds=round(max(0.0, now - task.queued_at), 3),
+                queued_at=datetime.fromtimestamp(task.queued_at, tz=UTC),
+                reason_code=reason.code.value if reason else "",
+                reason=reason.message if reason else "not yet considered by the scheduler",
             )
+        )
     return out
 
 
 def gauges(scheduler: TaskWorker) -> GaugeSnapshot:
-    view, policy = scheduler.usage, scheduler.policy
+    published = scheduler.view
+    view, policy = published.usage, published.policy
     rows = []
     for team in policy.teams:
         for quota in team.quotas:

@@ -2,10 +2,11 @@
 
 Every `interval_s` (env `COMMONS_BUDGET_INTERVAL_S`, default 30 s) it prices this month's ledger so
 far (`chargeback.budget`) and hands each team's spend to the engine (`ClusterState.set_team_spend`),
-so `hard` budgets hold new tasks with "budget exhausted" unless their class is `budget_exempt`; when
-the scheduler rebuilds its state from the store (which keeps no spend) the last spends are handed
-over again within a second. It also sets the `commons_budget_spent_cents` / `commons_budget_cents`
-gauges, and raises each newly crossed threshold (80 %, 100 %) once per team and month:
+so `hard` budgets hold new tasks with "budget exhausted" unless their class is `budget_exempt`. The
+spends go to the worker as a command (`workers.commands.SetTeamSpends`); the worker keeps the last
+ones and hands them to every state it rebuilds from the store (which keeps no spend). It also sets
+the `commons_budget_spent_cents` / `commons_budget_cents` gauges, and raises each newly crossed
+threshold (80 %, 100 %) once per team and month:
 - an event: an `audit_events` row with action `budget.alert` (this also remembers what was alerted,
   across restarts);
 - a metric: `commons_budget_alerts_total{team, threshold}`;
@@ -30,6 +31,7 @@ from sqlalchemy import select
 from gpucommons.chargeback.budget import BudgetAlert, BudgetStatus, new_alerts
 from gpucommons.server.context import ServerContext
 from gpucommons.server.services import chargeback as costs
+from gpucommons.server.workers.commands import SetTeamSpends
 from gpucommons.store.identity_models import AuditEvent
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,6 @@ class BudgetWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._holding: frozenset[str] = frozenset()
-        self._state_id = 0
         self.spent, self.budget, self.alerts = _metrics(ctx.metrics.registry)
         self.last: dict[str, BudgetStatus] = {}
 
@@ -119,13 +120,9 @@ class BudgetWatcher:
         return alerts
 
     def reapply(self) -> None:
-        """Hand the last known spends to the engine's current state (also after it was rebuilt)."""
-        scheduler = self.ctx.scheduler
-        with scheduler.lock:
-            state = scheduler.state
-            for team, status in self.last.items():
-                state.set_team_spend(team, status.spent_cents)
-            self._state_id = id(state)
+        """Hand the last known spends to the worker (it applies them under its own lock)."""
+        spends = {team: status.spent_cents for team, status in self.last.items()}
+        self.ctx.scheduler.desk.execute(SetTeamSpends(spends))
 
     def _already_alerted(self, now: float) -> set[tuple[str, str, int]]:
         month = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m")
@@ -198,8 +195,4 @@ class BudgetWatcher:
                     self.check()
                 except Exception:
                     log.exception("budget check failed; retrying in %.0f s", self.interval_s)
-            elif id(self.ctx.scheduler.state) != self._state_id:
-                # the scheduler rebuilt its state from the store (which holds no spend): restore it
-                # within a second instead of leaving hard budgets open until the next check
-                self.reapply()
             self._stop.wait(min(1.0, self.interval_s))

@@ -51,8 +51,9 @@ from gpucommons.server.workers.cluster_commands import ClusterCommands
 from gpucommons.server.workers.cluster_inbox import ReportInbox
 from gpucommons.server.workers.cluster_ledger import TaskIntervals, write_holds
 from gpucommons.server.workers.cluster_reports import ReportApplier
+from gpucommons.server.workers.commands import CommandDesk
 from gpucommons.server.workers.launching import TaskPaths
-from gpucommons.server.workers.outputs import SchedulerHooks, UsageView
+from gpucommons.server.workers.outputs import ReadView, SchedulerHooks, UsageView
 from gpucommons.store.db import Database
 from gpucommons.store.models import TaskRow
 
@@ -100,8 +101,10 @@ class ClusterWorker:
         self.policy = policy_now
         self.backend.use_policy(policy_now)
         self.state = ClusterState(policy_now)
-        self.usage = UsageView.of(self.state)
         self.pending: dict[str, Pending] = {}
+        self.view = ReadView.of(self.state, self.pending)
+        #: The API's and the budget watcher's commands (`workers.commands`).
+        self.desk = CommandDesk(self)
         self.applier = ReportApplier(self)
         self.last_cycle_at: float | None = None
         self.cycles = 0
@@ -160,6 +163,14 @@ class ClusterWorker:
     def wake(self) -> None:
         self._wake.set()
 
+    @property
+    def usage(self) -> UsageView:
+        return self.view.usage
+
+    def publish(self) -> None:
+        """Swap in a fresh read view of the mirror (caller holds `lock`, or is its only writer)."""
+        self.view = ReadView.of(self.state, self.pending)
+
     def mirror(self) -> None:
         """A follower's read-only view: the mirror rebuilt from the store, each pending task's reason
         as the leader last stored it. Decides nothing, writes nothing."""
@@ -173,7 +184,7 @@ class ClusterWorker:
             self.pending = {
                 tid: Pending(PendingCode.CLUSTER_ADMISSION, message) for tid, message in waiting if message
             }
-            self.usage = UsageView.of(self.state)
+            self.publish()
             self.last_cycle_at = self.clock.now()
 
     def _state_from_store(self) -> ClusterState:
@@ -189,6 +200,7 @@ class ClusterWorker:
                 if row.state != TaskState.PENDING.value and row.assigned_pool:
                     at = row.admitted_at or self.clock.now()
                     self.applier.admit_in(state, row.id, row.assigned_pool, row.borrowed_gpus, at)
+        self.desk.restore(state)
         return state
 
     def recover(self) -> None:
@@ -196,7 +208,7 @@ class ClusterWorker:
         with self.lock:
             self._take_policy()
             self.state = self._state_from_store()
-            self.usage = UsageView.of(self.state)
+            self.publish()
             with self.db.session() as session:
                 never_created = session.scalars(
                     select(TaskRow.id)
@@ -219,7 +231,7 @@ class ClusterWorker:
                 row = session.get(TaskRow, task_id)
                 if row is not None and self.state.pending(task_id) is None:
                     self.state.add_pending(task_request(row, self.policy))
-            self.usage = UsageView.of(self.state)
+            self.publish()
         self.commands.create(task_id)
         self._wake.set()
 
@@ -233,7 +245,7 @@ class ClusterWorker:
         if self.state.pending(task_id) is not None:
             self.state.remove_pending(task_id)
         self.pending.pop(task_id, None)
-        self.usage = UsageView.of(self.state)
+        self.publish()
 
     def positions(self) -> Mapping[str, QueuePosition]:
         by_ref = self.backend.positions()
@@ -326,7 +338,7 @@ class ClusterWorker:
                 for row in session.scalars(select(TaskRow).where(TaskRow.id.in_(new))):
                     if self.state.pending(row.id) is None:
                         self.state.add_pending(task_request(row, self.policy))
-                self.usage = UsageView.of(self.state)
+                self.publish()
             self.commands.create(*new)
         self.commands.cancel(*(tid for tid, ref in cancelled if not self.commands.deleted(ref)))
 
@@ -334,14 +346,14 @@ class ClusterWorker:
 
     def mirror_changed(self, reports: int) -> None:
         """`reports` were applied: the views' usage is recomputed once for all of them."""
-        self.usage = UsageView.of(self.state)
+        self.publish()
         self.reports += reports
 
     def rebuild_mirror(self) -> None:
         """After a rolled-back transaction the mirror may hold changes the store does not: rebuild."""
         with self.lock:
             self.state = self._state_from_store()
-            self.usage = UsageView.of(self.state)
+            self.publish()
 
     def settle_vanished(self, refs: frozenset[str]) -> None:
         """A task whose object the first look did not find was deleted while nobody watched (by
@@ -367,4 +379,4 @@ class ClusterWorker:
                 )
                 self.applier.apply(session, row, gone, now)
                 write_holds(TaskIntervals(session), row, gone, now)
-            self.usage = UsageView.of(self.state)
+            self.publish()

@@ -1,13 +1,16 @@
-"""What the scheduler hands out: per-cycle stats, the hooks metrics listen on, and the usage view
+"""What the scheduler hands out: per-cycle stats, the hooks metrics listen on, and the read views
 the API reads without taking the scheduler's lock."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
+from gpucommons.domain.model import Policy
 from gpucommons.domain.resources import Resources
 from gpucommons.engine.state import ClusterState
-from gpucommons.engine.types import Decisions
+from gpucommons.engine.types import Decisions, Pending, RunningTask, TaskRequest
 
 
 @dataclass
@@ -49,6 +52,36 @@ class UsageView:
             free_gpus={p.name: state.free_gpus(p.name) for p in policy.pools},
             pending_by_pool=by_pool,
             borrowed_by_task=borrowed_now(state),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadView:
+    """Everything the API, the views and the metrics read of a worker, as of its last publication.
+
+    A worker builds a new one at the end of each cycle (and after each command) and swaps it in with
+    one assignment, so a reader takes `worker.view` once and sees one consistent moment without the
+    worker's lock (docs/decisions/0013-scheduler-commands-and-read-views.md). Everything in it is
+    immutable: the tasks are frozen engine values, the mappings read-only copies.
+    """
+
+    policy: Policy
+    usage: UsageView
+    #: Pending tasks, each team's in queue order (`ClusterState.iter_pending`).
+    pending: tuple[TaskRequest, ...]
+    #: Admitted tasks (running or being preempted), in admission order.
+    running: tuple[RunningTask, ...]
+    #: Why each pending task waits, from the last cycle, by task id.
+    reasons: Mapping[str, Pending]
+
+    @classmethod
+    def of(cls, state: ClusterState, reasons: Mapping[str, Pending]) -> ReadView:
+        return cls(
+            policy=state.policy,
+            usage=UsageView.of(state),
+            pending=tuple(state.iter_pending()),
+            running=tuple(state.iter_running()),
+            reasons=MappingProxyType(dict(reasons)),
         )
 
 

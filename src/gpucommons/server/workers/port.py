@@ -4,30 +4,29 @@ Two workers implement it: `scheduler.Scheduler` (our engine admits; the backend 
 told) and `cluster.ClusterWorker` (the cluster's own admission decides; the backend reports). Both
 keep the engine's `ClusterState` as the mirror the read models are computed from, so the teams,
 queue and metrics views are the same code for every backend.
+
+Nothing outside the workers sees that state or the lock that guards it: readers take the last
+published `view` (immutable, swapped whole), writers hand a command to `desk`
+(docs/decisions/0013-scheduler-commands-and-read-views.md).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Protocol
 
 from gpucommons.backends.ports import QueuePosition
-from gpucommons.domain.model import Policy
-from gpucommons.engine.state import ClusterState
-from gpucommons.engine.types import Pending
+from gpucommons.server.workers.commands import CommandDesk
 from gpucommons.server.workers.launching import TaskPaths
-from gpucommons.server.workers.outputs import UsageView
+from gpucommons.server.workers.outputs import ReadView
 
 
 class TaskWorker(Protocol):
-    lock: threading.RLock
-    state: ClusterState
-    usage: UsageView
-    policy: Policy
+    #: What readers see: the last published view (read it once per answer, never under a lock).
+    view: ReadView
+    #: Where changes go: cancel, checkpoint, policy, budget spends (`workers.commands`).
+    desk: CommandDesk
     paths: TaskPaths
-    #: Why each pending task waits, by task id.
-    pending: dict[str, Pending]
     last_cycle_at: float | None
     cycles: int
 
@@ -45,19 +44,9 @@ class TaskWorker(Protocol):
 
     def task_submitted(self, task_id: str) -> None: ...
 
-    def mark_dirty(self, task_id: str) -> None:
-        """The API changed a task (cancel, checkpoint): act on it soon."""
-
-    def forget_pending(self, task_id: str) -> None:
-        """A pending task was cancelled: drop it from the queues (caller holds `lock`)."""
-
     def positions(self) -> Mapping[str, QueuePosition]:
         """Pending tasks' places as the admitting side sees them, by task id (empty: use the
         engine's order)."""
-
-    def publish_policy(self, policy: Policy) -> None:
-        """A new policy is about to be stored: carry it to where tasks are admitted, if that is
-        not us (raises `BackendUnavailable`, and the policy is not stored)."""
 
     def refresh_log(self, task_id: str) -> None:
         """Bring the task's log file up to date, when its output lives elsewhere (a cluster)."""

@@ -13,7 +13,11 @@ change — `wake()`) and at least every `tick` seconds (exit polling, grace-peri
    simulator's loop (`engine.instant`, through `scheduler_instant`); then launch.
 
 The store is the truth; the in-memory state mirrors it and is rebuilt from it at startup (crash
-recovery) or whenever a store write fails. Every change happens under `lock`.
+recovery) or whenever a store write fails. Every change happens under `lock`: the cycle's, and the
+API's and the budget watcher's, which arrive as commands (`desk`, a `CommandDesk`).
+Readers take `view`, the immutable read view published at the end of each cycle and after each
+command (docs/decisions/0013-scheduler-commands-and-read-views.md); nothing outside the workers
+takes `lock` or reads `state`.
 
 With several server processes on one database (`shared_store`), only the leader runs cycles; the
 others store tasks, cancels and checkpoints that this process did not see through its own inbox. So
@@ -56,9 +60,10 @@ from gpucommons.server.workers.attempts import (
     task_request,
     with_out_of_service,
 )
+from gpucommons.server.workers.commands import CommandDesk
 from gpucommons.server.workers.foreign import ForeignWorkTracker
 from gpucommons.server.workers.launching import LaunchBuilder
-from gpucommons.server.workers.outputs import CycleStats, SchedulerHooks, UsageView
+from gpucommons.server.workers.outputs import CycleStats, ReadView, SchedulerHooks, UsageView
 from gpucommons.server.workers.scheduler_actuator import Actuator
 from gpucommons.server.workers.scheduler_instant import MAX_CYCLES_PER_INSTANT, LiveInstant
 from gpucommons.server.workers.scheduler_supervisor import AttemptSupervisor
@@ -122,10 +127,12 @@ class Scheduler:
         self.policy = policy_now
         self._policy_version = version
         self.state = ClusterState(policy_now)
-        self.usage = UsageView.of(self.state)
         self.executor.use_policy(policy_now)
-        #: Why each pending task waits, from the last cycle (the queue endpoint reads it).
+        #: Why each pending task waits, from the last cycle (published in `view.reasons`).
         self.pending: dict[str, Pending] = {}
+        self.view = ReadView.of(self.state, self.pending)
+        #: The API's and the budget watcher's commands (`workers.commands`).
+        self.desk = CommandDesk(self)
         self.last_cycle_at: float | None = None
         self.cycles = 0
         #: The backend's nodes out of service at the last cycle (pool → node index → why).
@@ -163,6 +170,14 @@ class Scheduler:
     @property
     def active(self) -> bool:
         return self._active
+
+    @property
+    def usage(self) -> UsageView:
+        return self.view.usage
+
+    def publish(self) -> None:
+        """Swap in a fresh read view of the state (caller holds `lock`)."""
+        self.view = ReadView.of(self.state, self.pending)
 
     def task_submitted(self, task_id: str) -> None:
         """A new pending task is in the store: take it in at the next cycle (which starts now)."""
@@ -228,7 +243,9 @@ class Scheduler:
                     self._intake = SeqWatermark(max(0, top - INTAKE_LOOKBACK), self._intake.patience_s)
                     self._reconciled_at = time.monotonic()
             self.state = state
+            self.desk.restore(state)
             self.supervisor.reset(handles)
+            self.publish()
 
     def mirror(self) -> None:
         """A follower's read-only view: the state rebuilt from the store and the engine's reasons for
@@ -239,7 +256,7 @@ class Scheduler:
             decisions = decide(self.state, now, self.config)
             self.pending = dict(decisions.pending)
             self.last_cycle_at = now
-            self.usage = UsageView.of(self.state)
+            self.publish()
 
     def recover(self) -> None:
         """After a restart: rebuild, requeue attempts that never started, then settle the dead.
@@ -273,7 +290,7 @@ class Scheduler:
             self.pending = with_out_of_service(instant.pending, self._out_of_service)
             self.last_cycle_at = now
             self.cycles += 1
-            self.usage = UsageView.of(self.state)
+            self.publish()
         # Starting processes takes time; the API must not wait for it (nothing here touches the
         # engine's state, except a failed start, which takes the lock again).
         self.actuator.launch_all(hands.admissions)
