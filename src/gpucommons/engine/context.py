@@ -14,6 +14,25 @@ from gpucommons.engine.whatif import WhatIf
 DEFAULT_MIN_RUNTIME_S = 300
 
 
+class PolicyLookups:
+    """Name lookups that depend on the policy alone: built by the first cycle under a policy and
+    kept by the state until the policy changes (a cycle used to build them every time)."""
+
+    __slots__ = ("never_preempted_classes", "pools", "root_teams", "team_index", "teams")
+
+    def __init__(self, state: ClusterState) -> None:
+        policy = state.policy
+        self.teams: dict[str, Team] = {t.name: t for t in policy.teams}
+        self.pools: dict[str, Pool] = {p.name: p for p in policy.pools}
+        self.root_teams: dict[str, list[str]] = {}
+        for team in policy.teams:
+            root = state.quota.root(team.name)
+            if root is not None:
+                self.root_teams.setdefault(root, []).append(team.name)
+        self.team_index = {t.name: i for i, t in enumerate(policy.teams)}
+        self.never_preempted_classes = frozenset(c.name for c in policy.priority_classes if not c.preemptible)
+
+
 class Cycle:
     """One scheduling cycle over a state. Everything it changes goes through `whatif`."""
 
@@ -29,23 +48,22 @@ class Cycle:
         self.checkpoint_aware = config.checkpoint_aware and self.policy.scheduling.checkpoint_aware
         #: Victims chosen in this cycle, and tasks admitted in it: neither is a candidate again.
         self.taken: set[str] = set()
-        self._teams: dict[str, Team] = {t.name: t for t in self.policy.teams}
-        self._pools: dict[str, Pool] = {p.name: p for p in self.policy.pools}
-        self._root_teams: dict[str, list[str]] = {}
-        for team in self.policy.teams:
-            root = self.quota.root(team.name)
-            if root is not None:
-                self._root_teams.setdefault(root, []).append(team.name)
-        self._team_index = {t.name: i for i, t in enumerate(self.policy.teams)}
+        lookups = state.cycle_lookups
+        if not isinstance(lookups, PolicyLookups):
+            lookups = state.cycle_lookups = PolicyLookups(state)
+        self._teams = lookups.teams
+        self._pools = lookups.pools
+        self._root_teams = lookups.root_teams
+        self._team_index = lookups.team_index
         #: Classes whose tasks are never victims, whatever a request says.
-        self.never_preempted_classes = frozenset(
-            c.name for c in self.policy.priority_classes if not c.preemptible
-        )
+        self.never_preempted_classes = lookups.never_preempted_classes
         #: Tasks preempted before (min-runtime protection looks at them).
         self.preempted_before = state.preempted_before()
-        #: `most_ever` per (team, pool): it depends on the policy alone, and a cycle asks it for
-        #: every head it examines.
-        self._most_ever: dict[tuple[str, str], Resources] = {}
+        #: `most_ever` per (team, pool, isolated, node placement) and `pools_for`: they depend on
+        #: the policy alone, and a cycle asks them for every head it examines, so the state keeps
+        #: them from cycle to cycle (and forgets them with the policy).
+        self._most_ever = state.most_ever_cache
+        self._pools_for = state.pools_cache
         #: Usage the cycle itself added per (team, pool): admissions, and requests held for
         #: preemptors or deferred tasks. Kueue chooses victims on the snapshot taken before the
         #: cycle's admissions, so a team is a borrower only by what it held before them.
@@ -90,7 +108,7 @@ class Cycle:
     def most_ever(self, team: str, pool: str) -> Resources:
         """The most the team may ever hold in the pool, were every other team idle: its quota
         potential, and with node placement no more GPUs than the nodes it may land on."""
-        key = (team, pool)
+        key = (team, pool, self.isolated, self.config.node_placement)
         most = self._most_ever.get(key)
         if most is None:
             most = self.quota.potential(team, pool, self.isolated)
@@ -104,12 +122,19 @@ class Cycle:
         return int(self._teams[team].fair_share_weight * Decimal(1000))
 
     def pools_for(self, team: str, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
-        """(pools to try in order, requested pools the team cannot use)."""
-        team_pools = self.quota.team_pools.get(team, ())
-        if not requested:
-            return list(team_pools), []
-        usable = [p for p in requested if p in team_pools]
-        return usable, [p for p in requested if p not in team_pools]
+        """(pools to try in order, requested pools the team cannot use). Shared between calls:
+        callers must not change the lists."""
+        key = (team, requested)
+        found = self._pools_for.get(key)
+        if found is None:
+            team_pools = self.quota.team_pools.get(team, ())
+            if not requested:
+                found = (list(team_pools), [])
+            else:
+                usable = [p for p in requested if p in team_pools]
+                found = (usable, [p for p in requested if p not in team_pools])
+            self._pools_for[key] = found
+        return found
 
     # --- fit -------------------------------------------------------------------------------------
 

@@ -195,23 +195,27 @@ class _Scheduler:
                 return
         team = cursor.team
         budget_blocked = self._budget_blocked(team)
+        # The walk over tasks set aside behind failed ones runs for every queued task of every
+        # team each cycle: names bound once here, not looked up per task.
+        entry, waiting, taken, pending = self.state.queue_entry, self.waiting, self.cy.taken, self.pending
+        failures = cursor.failures
         while True:
-            task = self.state.queue_entry(team, cursor.index)
+            task = entry(team, cursor.index)
             cursor.index += 1
             if task is None:
                 cursor.done = True
                 return
-            if task.id in self.waiting or task.id in self.cy.taken:
+            if task.id in waiting or task.id in taken:
                 continue
             if budget_blocked is not None and not self._budget_exempt(task):
-                self.pending[task.id] = budget_blocked
+                pending[task.id] = budget_blocked
                 if self.state.exempt_pending(team) == 0 or self.strict:
                     cursor.done = True
                     return
                 continue
-            failure = self._matching_failure(cursor, task)
+            failure = self._matching_failure(cursor, task) if failures else None
             if failure is not None:
-                self.pending[task.id] = self._never_fits(task) or failure.inherited()
+                pending[task.id] = self._never_fits(task) or failure.inherited()
                 if self._rest_cannot_go(cursor, failure):
                     cursor.done = True
                     return
@@ -425,7 +429,12 @@ class _Scheduler:
             return None
         req = task.resources
         for p in pools:
-            if req.fits_in(cy.most_ever(task.team, p)):
+            most = cy.most_ever(task.team, p)
+            if (
+                req.gpus <= most.gpus
+                and req.cpu_milli <= most.cpu_milli
+                and req.memory_mib <= most.memory_mib
+            ):
                 return None
         key = (task.team, task.pools, req)
         reason = self._never_fits_cache.get(key)
@@ -437,8 +446,15 @@ class _Scheduler:
     def _matching_failure(self, cursor: _TeamCursor, task: TaskRequest) -> _Failure | None:
         """A task asking at least what a failed task of the same team asked, in the same pools,
         fails the same way: it has no higher priority (queue order), so no more victims."""
+        pools, req = task.pools, task.resources
         for f in cursor.failures:
-            if f.pools == task.pools and f.request.fits_in(task.resources):
+            r = f.request
+            if (
+                f.pools == pools
+                and r.gpus <= req.gpus
+                and r.cpu_milli <= req.cpu_milli
+                and r.memory_mib <= req.memory_mib
+            ):
                 return f
         return None
 

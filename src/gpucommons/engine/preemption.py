@@ -125,9 +125,14 @@ def _could_fit(cy: Cycle, p: Preemptor, candidates: list[RunningTask]) -> bool:
     """Necessary condition: removing a task frees at most its own request, so if even all of them
     together with what is available now fall short, no set of victims will do."""
     total = cy.quota.available(p.task.team, p.pool, cy.isolated)
-    for rt in candidates:
-        total = total + rt.task.resources
-    return p.task.resources.fits_in(total)
+    gpus, cpu, mem = total.gpus, total.cpu_milli, total.memory_mib
+    for rt in candidates:  # summed as integers: this runs over every candidate of every plan
+        r = rt.task.resources
+        gpus += r.gpus
+        cpu += r.cpu_milli
+        mem += r.memory_mib
+    req = p.task.resources
+    return req.gpus <= gpus and req.cpu_milli <= cpu and req.memory_mib <= mem
 
 
 def _own_team_may_yield(cy: Cycle, task: TaskRequest) -> bool:

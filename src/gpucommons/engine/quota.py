@@ -209,16 +209,18 @@ class QuotaTree:
         if q is None:
             return
         old = self.usage[key]
-        new = old + delta
-        self.usage[key] = new
+        # Integer arithmetic, one `Resources` per result: every admission, finish and what-if
+        # change of every cycle comes through here.
+        ng, nc, nm = old.gpus + delta.gpus, old.cpu_milli + delta.cpu_milli, old.memory_mib + delta.memory_mib
+        self.usage[key] = Resources(ng, nc, nm)
         g = q.guaranteed
-        stored_delta = Resources(
-            max(0, new.gpus - g.gpus) - max(0, old.gpus - g.gpus),
-            max(0, new.cpu_milli - g.cpu_milli) - max(0, old.cpu_milli - g.cpu_milli),
-            max(0, new.memory_mib - g.memory_mib) - max(0, old.memory_mib - g.memory_mib),
-        )
-        if stored_delta.is_zero():
+        gg, gc, gm = g.gpus, g.cpu_milli, g.memory_mib
+        dg = (ng - gg if ng > gg else 0) - (old.gpus - gg if old.gpus > gg else 0)
+        dc = (nc - gc if nc > gc else 0) - (old.cpu_milli - gc if old.cpu_milli > gc else 0)
+        dm = (nm - gm if nm > gm else 0) - (old.memory_mib - gm if old.memory_mib > gm else 0)
+        if not (dg or dc or dm):
             return
+        stored_delta = Resources(dg, dc, dm)
         for cohort in self._ancestors.get(team, ()):
             ck = (cohort, pool)
             old_c = self.cohort_usage[ck]

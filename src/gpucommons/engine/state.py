@@ -79,6 +79,7 @@ class ClusterState:
         self.quota = QuotaTree(policy)
         self.nodes = NodeMap(policy)
         self._classes: dict[str, PriorityClass] = {c.name: c for c in policy.priority_classes}
+        self._clear_derived()
         self._exempt_pending.clear()
         for task in self._pending.values():
             if self._is_budget_exempt(task):
@@ -90,6 +91,15 @@ class ClusterState:
                 self.nodes.take(rt.admission.pool, rt.admission.placement)
         for pool, nodes in self._out_of_service.items():
             self.nodes.set_out_of_service(pool, nodes)
+
+    def _clear_derived(self) -> None:
+        #: Answers that depend on the policy and the nodes in service alone, kept across cycles
+        #: (a cycle asks them for every head it examines): `Cycle.most_ever` by (team, pool,
+        #: isolated, node placement) and `Cycle.pools_for` by (team, requested pools).
+        self.most_ever_cache: dict[tuple[str, str, bool, bool], Resources] = {}
+        self.pools_cache: dict[tuple[str, tuple[str, ...]], tuple[list[str], list[str]]] = {}
+        #: The policy's lookups a `Cycle` builds (`engine.context.PolicyLookups`).
+        self.cycle_lookups: object = None
 
     def set_policy(self, policy: Policy) -> None:
         """Switch to a new policy. Running tasks keep running; their usage is re-counted under it."""
@@ -104,6 +114,7 @@ class ClusterState:
         else:
             self._out_of_service.pop(pool, None)
         self.nodes.set_out_of_service(pool, frozenset(nodes))
+        self._clear_derived()
 
     def out_of_service(self, pool: str) -> frozenset[int]:
         return self._out_of_service.get(pool, frozenset())
