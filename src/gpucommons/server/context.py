@@ -76,7 +76,7 @@ class ServerContext:
     submissions: GroupCommit = field(init=False)
 
     def __post_init__(self) -> None:
-        self.submissions = GroupCommit(self.db, self.seq)
+        self.submissions = GroupCommit(self.db, self.seq, committers=1 if self.db.is_sqlite else 4)
 
     @property
     def role(self) -> Role:

@@ -7,9 +7,14 @@ queued since its last commit, stores each in its own SAVEPOINT of one transactio
 rolls back alone and its caller gets its own error — commits once, and only then answers each
 caller: a 201 still means the row is durable (a crash before the commit answers nobody).
 
-Numbers (`store.sequence`) are taken in this one thread, so within a process they are handed out in
-commit order. Should a number collide with a row stored past the allocator (`is_seq_collision`), the
-allocator catches up and that one submission is stored once more, as `store_numbered` does.
+On SQLite there is one such thread (one writer), and numbers (`store.sequence`) are taken in it, so
+they are handed out in commit order. On PostgreSQL each statement is a round trip to another
+process, and one thread would wait out every one of them in turn: a few threads drain the same
+queue, each with its own transaction (numbers then become visible in commit order, not number order,
+as with any number of writers: `store.sequence`).
+
+Should a number collide with a row stored past the allocator (`is_seq_collision`), the allocator
+catches up and that one submission is stored once more, as `store_numbered` does.
 """
 
 from __future__ import annotations
@@ -46,14 +51,19 @@ class _Job(Generic[T]):
 class GroupCommit:
     """Runs `work(session)` functions for many callers in shared transactions (see the module)."""
 
-    def __init__(self, db: Database, seq: SeqAllocator, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self, db: Database, seq: SeqAllocator, max_batch: int = MAX_BATCH, committers: int = 1
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        if committers < 1 or (db.is_sqlite and committers != 1):
+            raise ValueError(f"committers must be at least 1, and 1 on SQLite (one writer), not {committers}")
+        self._committers = committers
         self._db = db
         self._seq = seq
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         #: Transactions committed and submissions they held (for benchmarks and tests).
         self.commits = 0
@@ -74,19 +84,23 @@ class GroupCommit:
     def stop(self, timeout: float = 10.0) -> None:
         """Store what is queued, then end the thread (a later `submit` starts it again)."""
         with self._lock:
-            thread, self._thread = self._thread, None
-            if thread is None:
-                return
-            self._queue.put(None)
-        thread.join(timeout)
+            threads, self._threads = self._threads, []
+            for _ in threads:
+                self._queue.put(None)
+        for thread in threads:
+            thread.join(timeout)
 
     def _started(self) -> None:
-        if self._thread is not None:
+        if self._threads:
             return
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
-                self._thread.start()
+            if not self._threads:
+                self._threads = [
+                    threading.Thread(target=self._loop, name=f"group-commit-{i}", daemon=True)
+                    for i in range(self._committers)
+                ]
+                for thread in self._threads:
+                    thread.start()
 
     def _loop(self) -> None:
         stopping = False
@@ -128,8 +142,9 @@ class GroupCommit:
                 if not job.future.done():
                     job.future.set_exception(exc)
             return
-        self.commits += 1
-        self.jobs += len(jobs)
+        with self._lock:
+            self.commits += 1
+            self.jobs += len(jobs)
         for job, result in done:
             job.future.set_result(result)
 
