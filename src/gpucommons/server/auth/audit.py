@@ -11,6 +11,8 @@ what (the route template, or the action a route names with `audit_note`), when, 
 client address as the server sees it; no proxy header is trusted), and the outcome (status code).
 
 Routes may add detail: `audit_note(request, "token.create", team=..., target=..., role="scim")`.
+A route may instead store its row in the transaction of its own change (`audit_event`, then
+`audit_recorded`): the submissions' group commit does, so a submission costs one commit, not two.
 Request bodies are never recorded (they may carry secrets or task commands).
 """
 
