@@ -138,6 +138,7 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
             if ctx.election is not None:
                 ctx.election.stop()
             ctx.scheduler.stop()
+            ctx.submissions.stop()
             if watch is not None:
                 watch.stop()
 

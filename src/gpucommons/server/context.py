@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpucommons.domain.election import Role, Sharing
 from gpucommons.domain.model import Policy
+from gpucommons.server.group_commit import GroupCommit
 from gpucommons.server.settings import Settings
 from gpucommons.store.db import Database
 from gpucommons.store.sequence import SeqAllocator
@@ -71,6 +72,11 @@ class ServerContext:
     sharing: Sharing = Sharing.SINGLE
     #: Who leads; None when nothing is elected (tests that drive the scheduler by hand).
     election: ElectionWorker | None = None
+    #: Stores submissions many to a transaction (`server.group_commit`).
+    submissions: GroupCommit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.submissions = GroupCommit(self.db, self.seq, committers=1 if self.db.is_sqlite else 4)
 
     @property
     def role(self) -> Role:

@@ -11,6 +11,8 @@ what (the route template, or the action a route names with `audit_note`), when, 
 client address as the server sees it; no proxy header is trusted), and the outcome (status code).
 
 Routes may add detail: `audit_note(request, "token.create", team=..., target=..., role="scim")`.
+A route may instead store its row in the transaction of its own change (`audit_event`, then
+`audit_recorded`): the submissions' group commit does, so a submission costs one commit, not two.
 Request bodies are never recorded (they may carry secrets or task commands).
 """
 
@@ -40,6 +42,7 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Requests that change nothing although they POST (reads with a body).
 _READS_BY_POST = ("/.search",)
 _NOTE_KEY = "audit_note"
+_RECORDED_KEY = "audit_recorded"
 
 
 @dataclass
@@ -55,6 +58,19 @@ def audit_note(
 ) -> None:
     """Name what this request does, for its audit row (optional; the route template is the default)."""
     setattr(request.state, _NOTE_KEY, AuditNote(action, team, target, details))
+
+
+def audit_event(request: Request, status: int) -> AuditEvent:
+    """This request's audit row as it will be answered with `status`, for a route that stores it in
+    the transaction of its own change (group commit: one commit for both, none after the answer);
+    the route then calls `audit_recorded` once that transaction is committed."""
+    return build_event(request.scope, status, time.time())
+
+
+def audit_recorded(request: Request, status: int) -> None:
+    """This request's row for an answer of `status` is stored: the middleware writes none (it still
+    writes one should the answer turn out otherwise, a failure after the route returned)."""
+    setattr(request.state, _RECORDED_KEY, status)
 
 
 def outcome_of(status: int) -> str:
@@ -203,7 +219,7 @@ class AuditMiddleware:
             suppressed: int | None = 0
             if is_refusal(scope, status, mutating):
                 suppressed = self.budget.admit(client_address(scope))
-            elif not mutating:
+            elif not mutating or (scope.get("state") or {}).get(_RECORDED_KEY) == status:
                 suppressed = None
             if suppressed is not None:
                 await anyio.to_thread.run_sync(self._record, scope, status, bytes(answer), suppressed)

@@ -21,7 +21,7 @@ from gpucommons.domain.election import Sharing
 from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.server.auth import current_principal
-from gpucommons.server.auth.audit import audit_note
+from gpucommons.server.auth.audit import audit_event, audit_note, audit_recorded
 from gpucommons.server.context import ServerContext
 from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
 from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, link_header, query_string
@@ -29,7 +29,6 @@ from gpucommons.server.services import convert
 from gpucommons.server.services import tasks as service
 from gpucommons.server.workers.commands import Cancel, RecordCheckpoint
 from gpucommons.store.models import TaskRow
-from gpucommons.store.sequence import store_numbered
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
 
@@ -39,25 +38,30 @@ StateName = Annotated[
 
 
 @router.post("", status_code=201, response_model=schemas.Task)
-def submit(
+async def submit(
     body: schemas.TaskSubmit, request: Request, ctx: ContextDep, who: CurrentPrincipal
 ) -> schemas.Task:
+    """Async: the row is stored by the group commit (`server.group_commit`) with many others, and
+    this waits for that commit on the event loop instead of holding a worker thread."""
     audit_note(request, "task.submit", team=body.team)
     _require_image(ctx, body)
     now = ctx.clock.now()
 
     def store(session: Session) -> schemas.Task:
         row = service.submit(session, ctx.policies.policy, body, who, now, lambda: ctx.seq.next(session))
-        return convert.task(row)
+        out = convert.task(row)
+        audit_note(request, "task.submit", team=out.team, target=out.id)
+        session.add(audit_event(request, 201))
+        return out
 
-    out = store_numbered(ctx.db, ctx.seq, store)
-    audit_note(request, "task.submit", team=out.team, target=out.id)
+    out = await asyncio.wrap_future(ctx.submissions.submit(store))
+    audit_recorded(request, 201)
     ctx.scheduler.task_submitted(out.id)
     return out
 
 
 @router.post("/batch", status_code=201, response_model=list[schemas.Task])
-def submit_batch(
+async def submit_batch(
     body: schemas.TaskSubmitBatch, request: Request, ctx: ContextDep, who: CurrentPrincipal
 ) -> list[schemas.Task]:
     """Submit up to 1,000 tasks in one transaction: all are queued, or none (the error names the
@@ -76,9 +80,11 @@ def submit_batch(
                 exc.details["index"] = index
                 exc.message = f"tasks[{index}]: {exc.message}"
                 raise
+        session.add(audit_event(request, 201))
         return [convert.task(r) for r in rows]
 
-    out = store_numbered(ctx.db, ctx.seq, store)
+    out = await asyncio.wrap_future(ctx.submissions.submit(store))
+    audit_recorded(request, 201)
     for task in out:
         ctx.scheduler.task_submitted(task.id)
     return out
