@@ -8,6 +8,7 @@ p50/p95 wait and finish-time fairness (JCT under sharing ÷ JCT under static).
 
     python bench/sim_philly.py                 # everything (~a few minutes)
     python bench/sim_philly.py --engine kueue --checkpoint none
+    python bench/sim_philly.py --gpus 528 --checkpoint none     # 66 nodes, quotas × 0.75
     python bench/sim_philly.py --engine kueue+spread --engine commons+spread --checkpoint none
     python bench/sim_philly.py --profile commons   # cProfile of one run
 """
@@ -43,13 +44,20 @@ def main() -> int:
     ap.add_argument("--engine", action="append", choices=ENGINES, help="repeatable; default: all")
     ap.add_argument("--checkpoint", action="append", choices=("none", "30m"), help="repeatable; default both")
     ap.add_argument("--restart-overhead", type=float, default=0.0)
+    ap.add_argument(
+        "--gpus", type=int, choices=(704, 528), default=704, help="528: 66 nodes, every quota × 0.75"
+    )
     ap.add_argument("--profile", choices=ENGINES, help="profile one run (no checkpoints) and print the top")
     args = ap.parse_args()
 
     policy = load_policy(args.policy)
+    if args.gpus != 704:
+        from advise import scaled  # the sibling script's scaling, so both benches use one policy
+
+        policy = scaled(policy, args.gpus / 704)
     with args.trace.open(encoding="utf-8", newline="") as handle:
         base_jobs = read_trace(handle, source=str(args.trace))
-    print(f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name}")
+    print(f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name} at {args.gpus} GPUs")
 
     if args.profile:
         profiler = cProfile.Profile()
