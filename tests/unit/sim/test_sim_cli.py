@@ -196,6 +196,17 @@ def test_whatif_prints_a_side_by_side_table_and_writes_a_self_contained_html_rep
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
 
 
+def test_whatif_compares_quota_only_kueue_with_kueue_as_kube_scheduler_places_it(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    policy, trace = files
+    out = tmp_path / "report.html"
+    args = ["whatif", "--policy", str(policy), "--trace", str(trace), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--engine", "kueue", "--engine", "kueue+spread"])
+    assert result.exit_code == 0, result.output
+    assert "kueue+spread" in result.output and "kueue+spread" in out.read_text()
+
+
 @pytest.mark.slow
 def test_bench_kueue_baseline_prints_figures_beside_kueues() -> None:
     result = runner.invoke(app, ["bench", "kueue-baseline", "--engine", "commons", "--cohorts", "1"])
