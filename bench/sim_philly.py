@@ -8,6 +8,8 @@ p50/p95 wait and finish-time fairness (JCT under sharing ÷ JCT under static).
 
     python bench/sim_philly.py                 # everything (~a few minutes)
     python bench/sim_philly.py --engine kueue --checkpoint none
+    python bench/sim_philly.py --gpus 528 --checkpoint none     # 66 nodes, quotas × 0.75
+    python bench/sim_philly.py --engine kueue+spread --engine commons+spread --checkpoint none
     python bench/sim_philly.py --profile commons   # cProfile of one run
     python bench/sim_philly.py --tiny              # 10 jobs of 10,000 s each, every engine
 
@@ -35,26 +37,35 @@ from gpucommons.sim.runner import bound_for
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT / "examples" / "traces" / "philly_vc_jobs_2017-10.csv"
 DEFAULT_POLICY = ROOT / "examples" / "philly-oct-704.yaml"
-ENGINES = ("static", "kueue", "commons")  # static first: the others' fairness needs it
+#: Static first: the others' fairness needs it. `kueue+spread` is what a Kueue cluster does (kube-
+#: scheduler places the pods, LeastAllocated); plain `kueue` counts quota only, a bound.
+ENGINES = ("static", "kueue", "kueue+spread", "commons")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--policy", type=Path, default=DEFAULT_POLICY)
-    ap.add_argument("--engine", action="append", choices=ENGINES, help="repeatable; default: all three")
+    ap.add_argument("--engine", action="append", choices=ENGINES, help="repeatable; default: all")
     ap.add_argument("--checkpoint", action="append", choices=("none", "30m"), help="repeatable; default both")
     ap.add_argument("--restart-overhead", type=float, default=0.0)
+    ap.add_argument(
+        "--gpus", type=int, choices=(704, 528), default=704, help="528: 66 nodes, every quota × 0.75"
+    )
     ap.add_argument("--profile", choices=ENGINES, help="profile one run (no checkpoints) and print the top")
     ap.add_argument("--tiny", action="store_true", help="time the 10-job trace of 10,000-s jobs instead")
     args = ap.parse_args()
 
     policy = load_policy(args.policy)
+    if args.gpus != 704:
+        from advise import scaled  # the sibling script's scaling, so both benches use one policy
+
+        policy = scaled(policy, args.gpus / 704)
     if args.tiny:
         return tiny(policy, [e for e in ENGINES if e in (args.engine or ENGINES)])
     with args.trace.open(encoding="utf-8", newline="") as handle:
         base_jobs = read_trace(handle, source=str(args.trace))
-    print(f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name}")
+    print(f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name} at {args.gpus} GPUs")
 
     if args.profile:
         profiler = cProfile.Profile()
@@ -75,7 +86,7 @@ def main() -> int:
         static_outcome = None
         print(f"\n## checkpoint interval: {setting} · restart overhead {args.restart_overhead:g} s")
         print(
-            f"{'engine':8} {'wall s':>6} {'CPU s':>6} {'jobs/s':>7} {'util':>6} {'bound':>6} {'preempt':>8} "
+            f"{'engine':12} {'wall s':>6} {'CPU s':>6} {'jobs/s':>7} {'util':>6} {'bound':>6} {'preempt':>8} "
             f"{'lost GPU-h':>10} {'ovh GPU-h':>9} {'idle-wait GPU-h':>15} {'violation h':>11} "
             f"{'never fit':>9}"
         )
@@ -89,7 +100,7 @@ def main() -> int:
             s = reports.setdefault(engine, report["summary"])
             violation_h = sum(t["guarantee_violation_s"] for t in s["teams"].values()) / 3600
             print(
-                f"{engine:8} {elapsed:6.1f} {cpu:6.1f} {len(jobs) / cpu:7.0f} {s['gpu_utilization']:6.1%} "
+                f"{engine:12} {elapsed:6.1f} {cpu:6.1f} {len(jobs) / cpu:7.0f} {s['gpu_utilization']:6.1%} "
                 f"{s['utilization_bound']:6.1%} {s['preemptions']:8,} {s['lost_gpu_hours']:10,.1f} "
                 f"{s['overhead_gpu_hours']:9,.1f} {s['idle_while_waiting_gpu_hours']:15,.0f} "
                 f"{violation_h:11,.1f} {s['never_fit_jobs']:9,}"
@@ -126,7 +137,7 @@ def tiny(policy: Any, engines: list[str]) -> int:
         outcome.timeline.pending  # noqa: B018
         made = time.process_time() - c0
         print(
-            f"{engine:8} wall {elapsed:6.3f} s  CPU {cpu:6.3f} s  ({bins:,} timeline bins; "
+            f"{engine:12} wall {elapsed:6.3f} s  CPU {cpu:6.3f} s  ({bins:,} timeline bins; "
             f"making them: {made:.3f} s CPU)"
         )
     return 0

@@ -46,9 +46,23 @@ def phase_callback(progress: Progress) -> PhaseProgress:
     return update
 
 
-def check_engine(engine: str) -> str:
-    if engine not in ENGINES:
-        raise fail(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
+def check_engine(engine: str, placement: str | None = None) -> str:
+    """The engine's name as the simulator takes it: `kueue`, or with a placement mode `kueue+spread`."""
+    from gpucommons.engine.types import EngineConfig, parse_placement
+
+    base, plus, mode = engine.partition("+")
+    if base not in ENGINES:
+        raise fail(f"--engine {engine!r}: choose one of {', '.join(ENGINES)} (optionally +none|spread|pack)")
+    if placement is not None:
+        if plus:
+            raise fail(f"--engine {engine!r} names a placement already; drop --placement {placement!r}")
+        mode, engine = placement, f"{engine}+{placement}"
+    try:
+        if plus or placement is not None:
+            parse_placement(mode)
+        EngineConfig.named(engine)
+    except ValueError as exc:
+        raise fail(f"--engine {engine!r}: {exc}") from None
     return engine
 
 
@@ -132,6 +146,11 @@ def simulate(
     ),
     out: Path = typer.Option(..., "--out", help="Where to write the result JSON."),
     engine: str = typer.Option("commons", "--engine", help="commons | kueue | static"),
+    placement: str | None = typer.Option(
+        None,
+        "--placement",
+        help="none (quota only) | spread (kube-scheduler's default) | pack (best fit); default: the engine's",
+    ),
     restart_overhead: float = typer.Option(
         0.0, "--restart-overhead", min=0.0, help="Seconds a preempted job pays when it starts again."
     ),
@@ -157,7 +176,7 @@ def simulate(
         with_default_checkpoint_interval,
     )
 
-    check_engine(engine)
+    engine = check_engine(engine, placement)
     the_policy = load_policy_or_exit(policy)
     jobs = with_default_checkpoint_interval(
         load_trace_or_exit(trace), parse_interval_or_exit(checkpoint_interval)

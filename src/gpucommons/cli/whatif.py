@@ -44,7 +44,10 @@ def whatif(
     trace: Path = typer.Option(..., "--trace", help="The trace CSV."),
     out: Path = typer.Option(..., "--out", help="Where to write the HTML report."),
     engine: list[str] = typer.Option(
-        ["commons"], "--engine", help="commons | kueue | static; repeat to compare engines."
+        ["commons"],
+        "--engine",
+        help="commons | kueue | static, optionally +none|spread|pack (kueue+spread: as kube-scheduler "
+        "places it); repeat to compare engines.",
     ),
     restart_overhead: float = typer.Option(0.0, "--restart-overhead", min=0.0, help="Seconds per restart."),
     checkpoint_interval: str | None = typer.Option(

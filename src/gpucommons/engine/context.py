@@ -7,7 +7,7 @@ from decimal import Decimal
 from gpucommons.domain.model import Pool, PriorityClass, Team
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.state import ClusterState
-from gpucommons.engine.types import EngineConfig, NodeSlice, RunningTask
+from gpucommons.engine.types import EngineConfig, NodeSlice, Placement, RunningTask
 from gpucommons.engine.whatif import WhatIf
 
 #: Min runtime for a task whose class is unknown to the policy (docs/design.md: default 5 minutes).
@@ -150,7 +150,7 @@ class Cycle:
         if not allow_borrowing and not (self.quota.usage[(team, pool)] + req).fits_in(q.nominal):
             return None
         if self.config.node_placement:
-            return self.state.nodes.find(team, pool, req.gpus)
+            return self.state.nodes.find(team, pool, req.gpus, self.config.placement is Placement.SPREAD)
         return ()
 
     def is_borrowing(self, team: str, pool: str, components: Resources) -> bool:

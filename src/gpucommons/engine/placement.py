@@ -1,8 +1,9 @@
 """Node-level placement: which GPUs of which nodes a task gets.
 
 Rules (docs/design.md: node-level placement):
-- a task that fits on one node lands on one node: best fit (the node with the fewest free GPUs
-  that still holds it, lowest index on ties), which keeps whole nodes free for big gangs;
+- a task that fits on one node lands on one node: best fit (`pack`: the node with the fewest free
+  GPUs that still holds it, lowest index on ties), which keeps whole nodes free for big gangs; or
+  (`spread`, kube-scheduler's default LeastAllocated score) the node with the most free GPUs;
 - a task larger than a node takes whole free nodes (lowest indices first): all GPUs of each but the
   last, and the rest on the last; all-or-nothing;
 - GPU indices are global within the pool: `node * gpus_per_node + local index`;
@@ -98,8 +99,11 @@ class PoolNodes:
             old = self.free_mask[s.node]
             self._move(s.node, old, old | mask)
 
-    def find(self, gpus: int, part: str) -> tuple[NodeSlice, ...] | None:
-        """A placement for `gpus` GPUs in the partition, or None. Does not take it."""
+    def find(self, gpus: int, part: str, spread: bool = False) -> tuple[NodeSlice, ...] | None:
+        """A placement for `gpus` GPUs in the partition, or None. Does not take it.
+
+        `spread` picks, for a task that fits on one node, the node with the most free GPUs
+        (kube-scheduler's default LeastAllocated score) instead of the fullest that holds it."""
         if gpus <= 0:
             return ()
         gpn = self.gpus_per_node
@@ -107,7 +111,7 @@ class PoolNodes:
         if buckets is None or gpn <= 0:
             return None
         if gpus <= gpn:
-            for k in range(gpus, gpn + 1):
+            for k in range(gpn, gpus - 1, -1) if spread else range(gpus, gpn + 1):
                 if buckets[k]:
                     node = buckets[k][0]
                     return (NodeSlice(node, self._lowest_free(node, gpus)),)
@@ -182,11 +186,11 @@ class NodeMap:
             for part in set(owners):
                 self.capacity[(pool.name, part)] = nodes.capacity_of(part)
 
-    def find(self, team: str, pool: str, gpus: int) -> tuple[NodeSlice, ...] | None:
+    def find(self, team: str, pool: str, gpus: int, spread: bool = False) -> tuple[NodeSlice, ...] | None:
         nodes = self.pools.get(pool)
         if nodes is None:
             return None
-        return nodes.find(gpus, self.partition.get(team, SHARED))
+        return nodes.find(gpus, self.partition.get(team, SHARED), spread)
 
     def take(self, pool: str, placement: tuple[NodeSlice, ...]) -> None:
         if placement and pool in self.pools:

@@ -9,7 +9,7 @@ Fields may be added (with defaults); none may be renamed: sim and server rely on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpucommons.domain.resources import ZERO, Resources
@@ -145,6 +145,17 @@ DEFAULT_FAIR_SHARE_STRATEGIES = (
 )
 
 
+class Placement(StrEnum):
+    """Where admitted tasks land on nodes (`engine.placement`)."""
+
+    #: Quota only: no nodes, as Kueue alone counts (a bound no real cluster reaches).
+    NONE = "none"
+    #: kube-scheduler's default scoring (LeastAllocated): the node with the most free GPUs.
+    SPREAD = "spread"
+    #: Best fit (MostAllocated): the fullest node that still holds the task.
+    PACK = "pack"
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """Switches for our extensions; `kueue()` turns them all off so the engine behaves as Kueue."""
@@ -156,14 +167,20 @@ class EngineConfig:
     #: Borrowed capacity runs at least its class's min_runtime before borrow-within-cohort or
     #: fair-share preemption may take it; no task is preempted twice without progress.
     min_runtime_protection: bool = True
-    #: Place tasks on concrete nodes/GPUs (a task that fits on one node lands on one node).
-    node_placement: bool = True
+    #: Where tasks land on concrete nodes/GPUs (a task that fits on one node lands on one node);
+    #: `none` counts quota alone.
+    placement: Placement = Placement.PACK
     #: No sharing at all: each team confined to its nominal quota (the `static` baseline).
     static: bool = False
     #: Admission holds dollar budgets (`hard` budgets); the caller supplies what each team has spent.
     enforce_budgets: bool = True
     #: Fair-share mode: the preemption strategies, tried in order (Kueue's default pair).
     fair_share_strategies: tuple[FairShareStrategy, ...] = DEFAULT_FAIR_SHARE_STRATEGIES
+
+    @property
+    def node_placement(self) -> bool:
+        """Whether tasks are placed on concrete nodes at all (any mode but `none`)."""
+        return self.placement is not Placement.NONE
 
     @classmethod
     def commons(cls) -> EngineConfig:
@@ -175,7 +192,7 @@ class EngineConfig:
             multi_admit=False,
             checkpoint_aware=False,
             min_runtime_protection=False,
-            node_placement=False,
+            placement=Placement.NONE,
             enforce_budgets=False,
         )
 
@@ -185,8 +202,22 @@ class EngineConfig:
 
     @classmethod
     def named(cls, name: str) -> EngineConfig:
-        """`commons`, `kueue` or `static`, as `commons simulate --engine` names them."""
+        """`commons`, `kueue` or `static`, as `commons simulate --engine` names them, optionally
+        with a placement mode after a `+` (`kueue+spread`: Kueue as kube-scheduler places it)."""
         factories = {"commons": cls.commons, "kueue": cls.kueue, "static": cls.static_partition}
-        if name not in factories:
-            raise ValueError(f"unknown engine {name!r}; choose one of: {', '.join(factories)}")
-        return factories[name]()
+        base, plus, mode = name.partition("+")
+        if base not in factories:
+            raise ValueError(f"unknown engine {base!r}; choose one of: {', '.join(factories)}")
+        config = factories[base]()
+        if plus:
+            config = replace(config, placement=parse_placement(mode))
+        return config
+
+
+def parse_placement(mode: str) -> Placement:
+    """A placement mode by name, or a ValueError naming the choices."""
+    try:
+        return Placement(mode)
+    except ValueError:
+        choices = ", ".join(m.value for m in Placement)
+        raise ValueError(f"unknown placement {mode!r}; choose one of: {choices}") from None

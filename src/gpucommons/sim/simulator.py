@@ -38,8 +38,9 @@ DecisionsCallback = Callable[[float, Decisions], None]
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """How to replay: which engine (`commons`, `kueue`, `static`), the job model's restart overhead,
-    what to do with jobs the policy cannot name, and the guards against runaway engines."""
+    """How to replay: which engine (`commons`, `kueue`, `static`, each optionally with a placement
+    mode: `kueue+spread` is Kueue with kube-scheduler's default placement), the job model's restart
+    overhead, what to do with jobs the policy cannot name, and the guards against runaway engines."""
 
     engine: str = "commons"
     restart_overhead_s: float = 0.0

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpucommons.domain.model import Policy
-from gpucommons.engine import ClusterState, EngineConfig, decide
+from gpucommons.engine import ClusterState, EngineConfig, Placement, decide
 from gpucommons.testing.strategies import Job, MiniSim, policies, workloads
 
 EXAMPLES = int(os.environ.get("ENGINE_FUZZ_EXAMPLES", "40"))
@@ -29,7 +30,10 @@ CONFIGS = {
     "commons": EngineConfig.commons(),
     "kueue": EngineConfig.kueue(),
     "static": EngineConfig.static_partition(),
-    "commons_unplaced": EngineConfig(node_placement=False),
+    "commons_unplaced": EngineConfig(placement=Placement.NONE),
+    "commons_spread": EngineConfig(placement=Placement.SPREAD),
+    "kueue_spread": replace(EngineConfig.kueue(), placement=Placement.SPREAD),
+    "kueue_pack": replace(EngineConfig.kueue(), placement=Placement.PACK),
 }
 
 

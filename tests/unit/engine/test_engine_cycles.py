@@ -10,6 +10,7 @@ from gpucommons.engine import (
     FairShareStrategy,
     NodeSlice,
     PendingCode,
+    Placement,
     PreemptReason,
     apply_decisions,
 )
@@ -266,7 +267,7 @@ def test_fair_share_takes_from_the_team_with_the_highest_share() -> None:
     )
     # The cohort is full; a borrows 12, b borrows 4; c wants 4 within its nominal: a's task goes,
     # although b's is the most recently admitted.
-    d = decide_checked(state, 1000, EngineConfig(node_placement=False))
+    d = decide_checked(state, 1000, EngineConfig(placement=Placement.NONE))
     assert [p.victim_id for p in d.preempt] == ["a1"]
 
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpucommons.engine import ClusterState, Decisions, EngineConfig, PendingCode, PreemptReason
+from gpucommons.engine import ClusterState, Decisions, EngineConfig, PendingCode, Placement, PreemptReason
 from gpucommons.testing.builders import decide_checked, make_policy, make_state, make_task
 
 COMMONS = EngineConfig.commons()
 KUEUE = EngineConfig.kueue()
-NO_PLACEMENT = EngineConfig(node_placement=False)
+NO_PLACEMENT = EngineConfig(placement=Placement.NONE)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,15 @@ def test_simulate_writes_contract_3_json(files: tuple[Path, Path], tmp_path: Pat
     assert summary["teams"]["a"]["finish_time_fairness"] is None
 
 
+def test_simulate_names_the_placement_in_the_engine(files: tuple[Path, Path], tmp_path: Path) -> None:
+    policy, trace = files
+    out = tmp_path / "r.json"
+    args = ("--policy", policy, "--trace", trace, "--out", out, "--engine", "kueue", "--placement", "spread")
+    code, output = simulate(*args, "-q")
+    assert code == 0, output
+    assert json.loads(out.read_text())["summary"]["engine"] == "kueue+spread"
+
+
 def test_simulate_is_byte_for_byte_deterministic(files: tuple[Path, Path], tmp_path: Path) -> None:
     policy, trace = files
     outs = [tmp_path / "1.json", tmp_path / "2.json"]
@@ -121,6 +130,8 @@ def test_jobs_of_unknown_teams_are_refused_or_dropped_with_a_count(
     [
         (("--engine", "slurm"), "--engine 'slurm': choose one of commons, kueue, static"),
         (("--checkpoint-interval", "soon"), "--checkpoint-interval"),
+        (("--placement", "tight"), "unknown placement 'tight'; choose one of: none, spread, pack"),
+        (("--engine", "kueue+spread", "--placement", "pack"), "names a placement already"),
     ],
 )
 def test_bad_options_exit_1_with_a_message(
@@ -183,6 +194,17 @@ def test_whatif_prints_a_side_by_side_table_and_writes_a_self_contained_html_rep
     assert page.count("<svg") == 2
     # Self-contained: nothing to fetch (XML namespace URIs in the SVG are names, not requests).
     assert "<script" not in page and "<link" not in page and 'src="http' not in page
+
+
+def test_whatif_compares_quota_only_kueue_with_kueue_as_kube_scheduler_places_it(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    policy, trace = files
+    out = tmp_path / "report.html"
+    args = ["whatif", "--policy", str(policy), "--trace", str(trace), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--engine", "kueue", "--engine", "kueue+spread"])
+    assert result.exit_code == 0, result.output
+    assert "kueue+spread" in result.output and "kueue+spread" in out.read_text()
 
 
 @pytest.mark.slow
