@@ -21,12 +21,13 @@ from gpucommons.domain.election import Sharing
 from gpucommons.server import views, web
 from gpucommons.server.auth_wiring import install_auth
 from gpucommons.server.cluster_metrics import ClusterCollector
-from gpucommons.server.context import PolicyHolder, ServerContext
+from gpucommons.server.context import ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import make_cluster_backend, make_executor
 from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
 from gpucommons.server.openapi import install_openapi
+from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.private_dirs import make_private_dirs
 from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
