@@ -18,19 +18,20 @@ from gpucommons import __version__
 from gpucommons.backends.clock import SystemClock
 from gpucommons.backends.ports import Clock, Executor
 from gpucommons.domain.election import Sharing
-from gpucommons.server import web
-from gpucommons.server.auth import install_auth
+from gpucommons.server import views, web
+from gpucommons.server.auth_wiring import install_auth
 from gpucommons.server.cluster_metrics import ClusterCollector
-from gpucommons.server.context import PolicyHolder, ServerContext
+from gpucommons.server.context import ServerContext
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.server.executors import make_cluster_backend, make_executor
 from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
 from gpucommons.server.openapi import install_openapi
+from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.private_dirs import make_private_dirs
 from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
-from gpucommons.server.services import policies, views
+from gpucommons.server.services import policies
 from gpucommons.server.settings import Settings
 from gpucommons.server.workers.cluster import ClusterWorker
 from gpucommons.server.workers.election import ElectionWorker

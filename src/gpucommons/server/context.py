@@ -1,18 +1,19 @@
 """What one running server holds: database, policy, scheduler, executor, clock, metrics.
 
 One `ServerContext` lives on `app.state.commons`; routers reach it through `deps.ContextDep`.
+It sits above the workers and the metrics it carries (docs/design.md, "The server's layers"): what
+lies below takes the parts it needs (`workers.budgets.BudgetSources`), not this class.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpucommons.domain.election import Role, Sharing
-from gpucommons.domain.model import Policy
 from gpucommons.server.group_commit import GroupCommit
+from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.settings import Settings
 from gpucommons.store.db import Database
 from gpucommons.store.sequence import SeqAllocator
@@ -22,37 +23,6 @@ if TYPE_CHECKING:
     from gpucommons.server.metrics import Metrics
     from gpucommons.server.workers.election import ElectionWorker
     from gpucommons.server.workers.port import TaskWorker
-
-
-class PolicyHolder:
-    """The current policy and its version; swapped whole on `policy apply`, never edited."""
-
-    def __init__(self, policy: Policy, version: int) -> None:
-        self._lock = threading.Lock()
-        self._policy = policy
-        self._version = version
-
-    @property
-    def policy(self) -> Policy:
-        with self._lock:
-            return self._policy
-
-    @property
-    def version(self) -> int:
-        with self._lock:
-            return self._version
-
-    def replace(self, policy: Policy, version: int) -> None:
-        with self._lock:
-            self._policy = policy
-            self._version = version
-
-    def replace_if_newer(self, policy: Policy, version: int) -> bool:
-        with self._lock:
-            if version <= self._version:
-                return False
-            self._policy, self._version = policy, version
-            return True
 
 
 @dataclass

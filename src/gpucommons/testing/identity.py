@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient
 
 from gpucommons.domain.model import IdentityConfig, Policy
 from gpucommons.identity.principal import Role
-from gpucommons.server.auth import install_auth
 from gpucommons.server.auth.credentials import issue_token
+from gpucommons.server.auth_wiring import install_auth
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.store.base import Base
 from gpucommons.store.db import Database, sqlite_url

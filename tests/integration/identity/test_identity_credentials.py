@@ -14,8 +14,9 @@ from fastapi.testclient import TestClient
 from gpucommons.domain.model import Policy, Pool, PriorityClass, Team
 from gpucommons.identity.authz import Action, authorize
 from gpucommons.identity.principal import Principal, Role
-from gpucommons.server.auth import CurrentPrincipal, create_bootstrap_admin_token, install_auth
+from gpucommons.server.auth import CurrentPrincipal, create_bootstrap_admin_token
 from gpucommons.server.auth.credentials import issue_token, resolve_token, revoke_user_credentials
+from gpucommons.server.auth_wiring import install_auth
 from gpucommons.store.base import Base
 from gpucommons.store.db import Database, sqlite_url
 from gpucommons.store.identity_models import ApiToken, DirectoryGroup, DirectoryUser, GroupMember

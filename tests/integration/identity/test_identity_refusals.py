@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from gpucommons.identity.principal import Role
-from gpucommons.server.auth import install_auth
 from gpucommons.server.auth.audit import DENIED_PER_ADDRESS, DeniedBudget
 from gpucommons.server.auth.throttle import SlidingWindows
+from gpucommons.server.auth_wiring import install_auth
 from gpucommons.server.errors import install_error_handlers
 from gpucommons.store.db import Database
 from gpucommons.store.identity_models import AuditEvent

@@ -17,10 +17,11 @@ from gpucommons.backends.ports import BackendUnavailable
 from gpucommons.identity.authz import Action, authorize, visible_teams
 from gpucommons.ledger.csv_io import write_usage_csv
 from gpucommons.ledger.interval import UsageInterval
+from gpucommons.server import views
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
 from gpucommons.server.routers.caching import NOT_MODIFIED, etag_of, json_answer, not_modified
-from gpucommons.server.services import ledger, policies, views
+from gpucommons.server.services import ledger, policies
 from gpucommons.server.workers.commands import ApplyPolicy
 from gpucommons.store.models import TaskRow
 

@@ -14,9 +14,10 @@ from fastapi import APIRouter, Path, Query
 from gpucommons.api import history as wire
 from gpucommons.api.errors import NotFound
 from gpucommons.identity.authz import Action, authorize, visible_teams
+from gpucommons.server import task_timeline, team_view
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
 from gpucommons.server.routers.responses import errors
-from gpucommons.server.services import history, task_timeline, team_view
+from gpucommons.server.services import history
 
 router = APIRouter(prefix="/api/v1", tags=["history"])
 

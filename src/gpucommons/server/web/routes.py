@@ -13,9 +13,9 @@ import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from gpucommons.server import views
 from gpucommons.server.auth import current_policy
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
-from gpucommons.server.services import views
 from gpucommons.server.web.assets import catalogue, template_text
 from gpucommons.server.web.context import DashboardContext, dashboard_context
 

@@ -22,16 +22,19 @@ import time
 import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy import select
 
+from gpucommons.backends.ports import Clock
 from gpucommons.chargeback.budget import BudgetAlert, BudgetStatus, new_alerts
-from gpucommons.server.context import ServerContext
+from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.services import chargeback as costs
 from gpucommons.server.workers.commands import SetTeamSpends
+from gpucommons.server.workers.port import TaskWorker
+from gpucommons.store.db import Database
 from gpucommons.store.identity_models import AuditEvent
 
 log = logging.getLogger(__name__)
@@ -71,10 +74,35 @@ def _metrics(registry: CollectorRegistry) -> tuple[Gauge, Gauge, Counter]:
         return found
 
 
+class _HasRegistry(Protocol):
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
+
+class BudgetSources(Protocol):
+    """What the watcher reads of the app's `ServerContext` (which satisfies it), named here because
+    the context sits above the workers: the watcher must not import it."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def policies(self) -> PolicyHolder: ...
+
+    @property
+    def scheduler(self) -> TaskWorker: ...
+
+    @property
+    def metrics(self) -> _HasRegistry: ...
+
+
 class BudgetWatcher:
     def __init__(
         self,
-        ctx: ServerContext,
+        ctx: BudgetSources,
         *,
         interval_s: float = 30.0,
         webhook: str | None = None,
@@ -91,7 +119,7 @@ class BudgetWatcher:
         self.last: dict[str, BudgetStatus] = {}
 
     @classmethod
-    def from_env(cls, ctx: ServerContext) -> BudgetWatcher:
+    def from_env(cls, ctx: BudgetSources) -> BudgetWatcher:
         interval = float(os.environ.get("COMMONS_BUDGET_INTERVAL_S", "30") or 30)
         return cls(
             ctx, interval_s=max(interval, 1.0), webhook=os.environ.get("COMMONS_BUDGET_WEBHOOK") or None

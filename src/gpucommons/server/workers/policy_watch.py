@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from gpucommons.server.context import PolicyHolder
+from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.services import policies
 from gpucommons.store.db import Database
 

@@ -1,6 +1,10 @@
 """Read models computed from the scheduler's published read view: teams, the queue, metric gauges.
 
-Each takes `scheduler.view` once, so one answer shows one moment, and never waits for a cycle."""
+Each takes `scheduler.view` once, so one answer shows one moment, and never waits for a cycle.
+
+It sits above the workers (it reads `TaskWorker.view`) and the metrics (it builds their gauges), not
+in `services`: the workers call the services, so a service that named the worker would close a
+circle (docs/design.md, "The server's layers")."""
 
 from __future__ import annotations
 
