@@ -341,7 +341,7 @@ class _Scheduler:
         if plans.view is None:
             nodes = self.state.nodes.pools.get(pool)
             if nodes is not None:
-                plans.view = nodes.follow()
+                plans.view = nodes.follow(plans.victim_gpus)
         return plans.view
 
     def close(self) -> None:
@@ -365,11 +365,16 @@ class _Scheduler:
                 plans.usage_view = self.state.quota.follow()
             self.state.quota.add_view_usage(plans.usage_view, rt.task.team, pool, ZERO - rt.task.resources)
             plans.ids.append(rt.task.id)
-            for sl in rt.admission.placement:
-                plans.victim_gpus.update(sl.gpu_indices)
             view = self._plan_nodes(pool, plans)
-            if view is not None and rt.admission.placement:
-                view.give_back(rt.admission.placement)
+            freed: list[NodeSlice] = []
+            for sl in rt.admission.placement:
+                # A GPU already a victim's is free in the view, or claimed there: left as it is.
+                new = tuple(g for g in sl.gpu_indices if g not in plans.victim_gpus)
+                if new:
+                    freed.append(NodeSlice(sl.node, new))
+                plans.victim_gpus.update(sl.gpu_indices)
+            if view is not None and freed:
+                view.give_back(tuple(freed))
 
     def _hold_claim(self, task: TaskRequest, pool: str, placement: tuple[NodeSlice, ...]) -> None:
         """Hold the task's request in the cycle's view: its quota, the free GPUs of `placement`

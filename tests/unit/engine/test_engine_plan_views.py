@@ -19,13 +19,18 @@ def _state(nodes: PoolNodes) -> tuple[list[int], str]:
 
 def test_a_following_copy_gets_every_change_until_unfollowed() -> None:
     nodes = PoolNodes(3, 4, ["", "", ""])
-    copy = nodes.follow()
+    skip: set[int] = set()
+    copy = nodes.follow(skip)
     copy.give_back(())  # nothing
     copy.take((NodeSlice(2, (8, 9)),))  # the copy's own change: not the original's
     nodes.take((NodeSlice(0, (0, 1, 2)),))
     nodes.give_back((NodeSlice(0, (1,)),))
     assert copy.free_mask == [0b1010, 0b1111, 0b1100]
     assert nodes.free_mask == [0b1010, 0b1111, 0b1111]
+    skip.add(3)  # the caller's: a GPU whose state in the copy it sets itself
+    nodes.take((NodeSlice(0, (3,)),))
+    assert copy.free_mask[0] == 0b1010
+    assert nodes.free_mask[0] == 0b0010
     nodes.unfollow()
     nodes.take((NodeSlice(1, (4,)),))
     assert copy.free_mask[1] == 0b1111
