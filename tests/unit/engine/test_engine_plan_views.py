@@ -4,6 +4,8 @@ cycle instead of once per later plan. These tests pin what that relies on."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpucommons.domain.resources import Resources
 from gpucommons.engine import EngineConfig, NodeSlice
 from gpucommons.engine.placement import PoolNodes
@@ -118,3 +120,34 @@ def test_a_cycle_with_several_plans_in_a_pool_leaves_nothing_following_the_state
     assert len({p.victim_id for p in d.preempt}) == 2
     assert state.quota.mirrors == []
     assert all(n.mirror is None for n in state.nodes.pools.values())
+
+
+def _node_moves(plans: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(preemptions, node-map moves) of one cycle where `plans` teams each reclaim from a lender."""
+    b = make_policy().pool("h100", nodes=2 * plans, gpus_per_node=8).team("lender", h100=8)
+    for i in range(plans):
+        b = b.team(f"r{i}", h100=8, reclaim="any")
+    sb = make_state(b.build())
+    for i in range(2 * plans):
+        sb = sb.running(T(f"l{i}").team("lender").gpus(8).priority(100))
+    state = sb.pending(*[T(f"p{i}").team(f"r{i}").gpus(8).seq(i) for i in range(plans)]).obj()
+    moves = [0]
+    move = PoolNodes._move
+
+    def counted(self: PoolNodes, node: int, old_mask: int, new_mask: int) -> None:
+        moves[0] += 1
+        move(self, node, old_mask, new_mask)
+
+    monkeypatch.setattr(PoolNodes, "_move", counted)
+    d = decide_checked(state, config=EngineConfig.commons())
+    monkeypatch.undo()
+    return len(d.preempt), moves[0]
+
+
+def test_a_cycles_node_moves_grow_linearly_with_its_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12 item 4: each plan re-released every earlier victim (1,176 / 4,756 / 19,116 moves for
+    19 / 39 / 79 preemptions); a count of work, not a timing."""
+    p20, m20 = _node_moves(20, monkeypatch)
+    p40, m40 = _node_moves(40, monkeypatch)
+    assert (p20, p40) == (39, 79)
+    assert m40 <= 2.5 * m20
