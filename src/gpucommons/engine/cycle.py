@@ -37,7 +37,9 @@ from gpucommons.domain.money import to_cents
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share
+from gpucommons.engine.placement import PoolNodes
 from gpucommons.engine.preemption import Target, get_targets, preemption_gate
+from gpucommons.engine.quota import UsageView
 from gpucommons.engine.reasons import (
     admitted_message,
     budget_reason,
@@ -68,9 +70,11 @@ EntryKey = tuple[int, float, int, float, int]
 def decide(state: ClusterState, now: float, config: EngineConfig) -> Decisions:
     """One admission cycle over `state` at time `now`. Never mutates `state`."""
     cy = Cycle(state, now, config)
+    scheduler = _Scheduler(cy)
     try:
-        return _Scheduler(cy).run()
+        return scheduler.run()
     finally:
+        scheduler.close()
         cy.whatif.rollback(0)
 
 
@@ -97,15 +101,26 @@ class _Failure:
 
 @dataclass(slots=True)
 class _PoolPlans:
-    """The victims planned in one pool this cycle, and which of their GPUs are spoken for."""
+    """The victims planned in one pool this cycle, which of their GPUs are spoken for, and the
+    view later plans are made on.
 
-    #: The victims' usage, summed per team.
-    usage: dict[str, Resources] = field(default_factory=dict)
+    The view is kept, not rebuilt: built once on the first victim, then each new victim is
+    released into it and each claim held there once, while every other change of the cycle is
+    applied to it too (`follow`). Entering it is a swap, so a cycle's plans cost what they touch
+    rather than a re-release of every earlier victim per plan (issue 12: quadratic in the plans).
+    Usage and free GPUs depend on what is held, not on the order it was taken in, so the view is
+    exactly the one a re-release would build."""
+
     ids: list[str] = field(default_factory=list)
-    victim_slices: list[NodeSlice] = field(default_factory=list)
     victim_gpus: set[int] = field(default_factory=set)
-    #: GPUs on the victims' nodes that a preemptor (or a deferred task) will take once they stop.
-    claimed: list[NodeSlice] = field(default_factory=list)
+    #: The pool's free GPUs as a plan sees them: the victims' GPUs free, except those a preemptor
+    #: (or a deferred task) claimed to take once they stop.
+    view: PoolNodes | None = None
+    #: The cycle's own node map of the pool, while the plan view stands in for it.
+    real: PoolNodes | None = None
+    #: Likewise the usage as a plan sees it (the victims' usage gone), and the cycle's own.
+    usage_view: UsageView | None = None
+    real_usage: UsageView | None = None
 
 
 @dataclass(slots=True)
@@ -137,6 +152,8 @@ class _Scheduler:
         #: preemptors from earlier cycles): a later plan counts them as gone (Kueue `fits` with the
         #: preempted workloads removed); admissions still see them hold their quota and GPUs.
         self.plans: dict[str, _PoolPlans] = {}
+        #: The pool and undo mark of the plan view entered, if one is.
+        self._in_view: tuple[str, int] | None = None
         self._tick = 0
 
     # --- the loop --------------------------------------------------------------------------------
@@ -291,18 +308,52 @@ class _Scheduler:
     def _plan_view(self, pool: str) -> int:
         """Enter the view a preemption plan is made on: the victims of the cycle's earlier plans
         in the pool are gone, except for the GPUs their preemptors will take (with node
-        placement). Returns the mark to roll back to."""
+        placement). A swap to the pool's `_PoolPlans` views; `_leave_view` swaps back. Returns
+        the mark to roll back to."""
         whatif = self.cy.whatif
         mark = whatif.mark()
         plans = self.plans.get(pool)
         if plans is not None:
-            for team, usage in plans.usage.items():
-                whatif.release(team, pool, usage, ())
-            if plans.victim_slices:
-                whatif.release("", pool, ZERO, tuple(plans.victim_slices))
-            if plans.claimed:
-                whatif.hold("", pool, ZERO, tuple(plans.claimed))
+            if plans.usage_view is not None:
+                plans.real_usage = self.state.quota.swap(plans.usage_view)
+            if plans.view is not None:
+                pools = self.state.nodes.pools
+                plans.real = pools[pool]
+                pools[pool] = plans.view
+            self._in_view = (pool, mark)
         return mark
+
+    def _leave_view(self, pool: str, mark: int) -> None:
+        """Undo what was done in the plan view since `mark`, and give the cycle its own usage and
+        nodes back."""
+        self.cy.whatif.rollback(mark)
+        plans = self.plans.get(pool)
+        if plans is not None and plans.real is not None:
+            self.state.nodes.pools[pool] = plans.real
+            plans.real = None
+        if plans is not None and plans.real_usage is not None:
+            self.state.quota.swap(plans.real_usage)
+            plans.real_usage = None
+        self._in_view = None
+
+    def _plan_nodes(self, pool: str, plans: _PoolPlans) -> PoolNodes | None:
+        """The plan view's nodes of the pool, made on the first victim there."""
+        if plans.view is None:
+            nodes = self.state.nodes.pools.get(pool)
+            if nodes is not None:
+                plans.view = nodes.follow(plans.victim_gpus)
+        return plans.view
+
+    def close(self) -> None:
+        """Leave any plan view (an error may have left one entered) and stop the views following
+        the cycle's node map: `decide()` then rolls the state back to what it was."""
+        if self._in_view is not None:
+            self._leave_view(*self._in_view)  # changes made in the view are undone on its nodes
+        for pool in self.plans:
+            nodes = self.state.nodes.pools.get(pool)
+            if nodes is not None:
+                nodes.unfollow()
+        self.state.quota.unfollow()
 
     def _add_victims(self, victims: list[RunningTask]) -> None:
         for rt in victims:
@@ -310,11 +361,20 @@ class _Scheduler:
             plans = self.plans.get(pool)
             if plans is None:
                 plans = self.plans[pool] = _PoolPlans()
-            plans.usage[rt.task.team] = plans.usage.get(rt.task.team, ZERO) + rt.task.resources
+            if plans.usage_view is None:
+                plans.usage_view = self.state.quota.follow()
+            self.state.quota.add_view_usage(plans.usage_view, rt.task.team, pool, ZERO - rt.task.resources)
             plans.ids.append(rt.task.id)
+            view = self._plan_nodes(pool, plans)
+            freed: list[NodeSlice] = []
             for sl in rt.admission.placement:
-                plans.victim_slices.append(sl)
+                # A GPU already a victim's is free in the view, or claimed there: left as it is.
+                new = tuple(g for g in sl.gpu_indices if g not in plans.victim_gpus)
+                if new:
+                    freed.append(NodeSlice(sl.node, new))
                 plans.victim_gpus.update(sl.gpu_indices)
+            if view is not None and freed:
+                view.give_back(tuple(freed))
 
     def _hold_claim(self, task: TaskRequest, pool: str, placement: tuple[NodeSlice, ...]) -> None:
         """Hold the task's request in the cycle's view: its quota, the free GPUs of `placement`
@@ -336,7 +396,9 @@ class _Scheduler:
             if now_free:
                 free.append(NodeSlice(sl.node, now_free))
             if later and plans is not None:
-                plans.claimed.append(NodeSlice(sl.node, later))
+                view = self._plan_nodes(pool, plans)
+                if view is not None:
+                    view.take((NodeSlice(sl.node, later),))
         self.cy.add_held(task.team, pool, task.resources, tuple(free))
         self._bump(task.team)
 
@@ -351,7 +413,7 @@ class _Scheduler:
                 continue
             mark = self._plan_view(pool)
             placement = cy.fits(task.team, pool, task.resources)
-            cy.whatif.rollback(mark)
+            self._leave_view(pool, mark)
             if placement is None:
                 continue
             self._hold_claim(task, pool, placement)
@@ -379,7 +441,7 @@ class _Scheduler:
                     cy.release(t.victim)
                 own = any(t.victim.task.team == task.team for t in targets)
                 rank = (int(own), cy.quota.borrowing_level(task.team, pool, task.resources, cy.isolated))
-            cy.whatif.rollback(mark)
+            self._leave_view(pool, mark)
             if targets and (best is None or rank < best[0]):
                 best = (rank, pool, targets)
                 if rank == (0, 0):
@@ -521,7 +583,7 @@ class _Scheduler:
         targets: list[Target] | None = None
         if not enough:
             targets = get_targets(cy, task, pool, self.fair)
-        cy.whatif.rollback(mark)
+        self._leave_view(pool, mark)
         if enough or targets:
             self._reserve(task, pool, own, targets or [])
             return True
@@ -543,7 +605,7 @@ class _Scheduler:
         for rt in victims:
             cy.release(rt)
         placement = cy.fits(task.team, pool, task.resources)
-        cy.whatif.rollback(mark)
+        self._leave_view(pool, mark)
         self._add_victims(victims)
         self._hold_claim(task, pool, placement or ())
         for t in targets:

@@ -43,6 +43,41 @@ class PoolNodes:
         self.buckets: dict[str, list[list[int]]] = {}
         for node, part in enumerate(owners):
             self._bucket(part)[gpus_per_node].append(node)
+        #: A copy kept in step with this one (`follow`): every take and give back is applied to it
+        #: too, except on the GPUs of `mirror_skip`. A cycle's preemption-plan view lives there
+        #: (engine/cycle.py).
+        self.mirror: PoolNodes | None = None
+        self.mirror_skip: set[int] = set()
+
+    def follow(self, skip: set[int]) -> PoolNodes:
+        """A copy of the free GPUs now, to which every later take and give back of this one is
+        applied too, until `unfollow()` — except on the GPUs in `skip` (the caller's set, read at
+        each change: GPUs whose state in the copy the caller sets itself)."""
+        copy = PoolNodes.__new__(PoolNodes)
+        copy.gpus_per_node = self.gpus_per_node
+        copy.owner = self.owner
+        copy.free_mask = list(self.free_mask)
+        copy.buckets = {part: [list(b) for b in bs] for part, bs in self.buckets.items()}
+        copy.mirror = None
+        copy.mirror_skip = set()
+        self.mirror = copy
+        self.mirror_skip = skip
+        return copy
+
+    def unfollow(self) -> None:
+        self.mirror = None
+        self.mirror_skip = set()
+
+    def _mirrored(self, placement: tuple[NodeSlice, ...]) -> tuple[NodeSlice, ...]:
+        skip = self.mirror_skip
+        if not skip:
+            return placement
+        out = []
+        for s in placement:
+            kept = tuple(g for g in s.gpu_indices if g not in skip)
+            if kept:
+                out.append(s if len(kept) == len(s.gpu_indices) else NodeSlice(s.node, kept))
+        return tuple(out)
 
     def _bucket(self, part: str) -> list[list[int]]:
         b = self.buckets.get(part)
@@ -89,6 +124,8 @@ class PoolNodes:
             if old & mask != mask:
                 raise PlacementError(f"GPUs {list(s.gpu_indices)} of node {s.node} are already held")
             self._move(s.node, old, old & ~mask)
+        if self.mirror is not None:
+            self.mirror.take(self._mirrored(placement))
 
     def give_back(self, placement: tuple[NodeSlice, ...]) -> None:
         gpn = self.gpus_per_node
@@ -98,6 +135,8 @@ class PoolNodes:
                 mask |= 1 << (g - s.node * gpn)
             old = self.free_mask[s.node]
             self._move(s.node, old, old | mask)
+        if self.mirror is not None:
+            self.mirror.give_back(self._mirrored(placement))
 
     def find(self, gpus: int, part: str, spread: bool = False) -> tuple[NodeSlice, ...] | None:
         """A placement for `gpus` GPUs in the partition, or None. Does not take it.

@@ -23,7 +23,7 @@ walks the teams.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpucommons.domain.model import Isolation, Policy, Quota, Team
 from gpucommons.domain.resources import UNLIMITED, ZERO, Resources
@@ -53,6 +53,15 @@ _NO_LIMIT = Resources(UNLIMITED, UNLIMITED, UNLIMITED)
 COMPONENTS = ("gpus", "cpu_milli", "memory_mib")
 
 
+@dataclass(slots=True)
+class UsageView:
+    """Usage per (team, pool) and per (cohort, pool), apart from the tree's own."""
+
+    usage: dict[tuple[str, str], Resources]
+    cohort_usage: dict[tuple[str, str], Resources]
+    mirrors: list[UsageView] = field(default_factory=list)
+
+
 def _pos(r: Resources) -> Resources:
     return Resources(max(0, r.gpus), max(0, r.cpu_milli), max(0, r.memory_mib))
 
@@ -68,6 +77,9 @@ class QuotaTree:
         self.subtree_quota: dict[tuple[str, str], Resources] = {}
         self.cohort_usage: dict[tuple[str, str], Resources] = {}
         self.usage: dict[tuple[str, str], Resources] = {}
+        #: Copies of (`usage`, `cohort_usage`) kept in step (`follow`): every `add_usage` is
+        #: applied to them too. A cycle's preemption-plan views live there (engine/cycle.py).
+        self.mirrors: list[UsageView] = []
         self.team_pools: dict[str, tuple[str, ...]] = {}
         #: A cohort's own quota per pool (Kueue: the Cohort's `spec.resourceGroups`).
         self.cohort_quota: dict[tuple[str, str], Quota] = {
@@ -202,17 +214,51 @@ class QuotaTree:
 
     # --- usage -----------------------------------------------------------------------------------
 
+    def follow(self) -> UsageView:
+        """A copy of the usage now, to which every later `add_usage` is applied too, until
+        `unfollow()`. The cohorts' usage is a function of the teams' (each step adds the change of
+        a clamped sum), so the copy equals what the same changes in any order would give."""
+        view = UsageView(dict(self.usage), dict(self.cohort_usage))
+        self.mirrors.append(view)
+        return view
+
+    def unfollow(self) -> None:
+        self.mirrors = []
+
+    def swap(self, view: UsageView) -> UsageView:
+        """Make `view` the usage (and stop mirroring while it is); returns the usage it replaced,
+        with the mirrors, for `swap` back."""
+        old = UsageView(self.usage, self.cohort_usage, self.mirrors)
+        self.usage, self.cohort_usage, self.mirrors = view.usage, view.cohort_usage, view.mirrors
+        return old
+
     def add_usage(self, team: str, pool: str, delta: Resources) -> None:
         """Add (or with a negative delta, remove) usage and push the change up the cohorts."""
+        self._add_usage(self.usage, self.cohort_usage, team, pool, delta)
+        for view in self.mirrors:
+            self._add_usage(view.usage, view.cohort_usage, team, pool, delta)
+
+    def add_view_usage(self, view: UsageView, team: str, pool: str, delta: Resources) -> None:
+        """`add_usage` on `view` alone."""
+        self._add_usage(view.usage, view.cohort_usage, team, pool, delta)
+
+    def _add_usage(
+        self,
+        usage: dict[tuple[str, str], Resources],
+        cohort_usage: dict[tuple[str, str], Resources],
+        team: str,
+        pool: str,
+        delta: Resources,
+    ) -> None:
         key = (team, pool)
         q = self.quotas.get(key)
         if q is None:
             return
-        old = self.usage[key]
+        old = usage[key]
         # Integer arithmetic, one `Resources` per result: every admission, finish and what-if
         # change of every cycle comes through here.
         ng, nc, nm = old.gpus + delta.gpus, old.cpu_milli + delta.cpu_milli, old.memory_mib + delta.memory_mib
-        self.usage[key] = Resources(ng, nc, nm)
+        usage[key] = Resources(ng, nc, nm)
         g = q.guaranteed
         gg, gc, gm = g.gpus, g.cpu_milli, g.memory_mib
         dg = (ng - gg if ng > gg else 0) - (old.gpus - gg if old.gpus > gg else 0)
@@ -223,9 +269,9 @@ class QuotaTree:
         stored_delta = Resources(dg, dc, dm)
         for cohort in self._ancestors.get(team, ()):
             ck = (cohort, pool)
-            old_c = self.cohort_usage[ck]
+            old_c = cohort_usage[ck]
             new_c = old_c + stored_delta
-            self.cohort_usage[ck] = new_c
+            cohort_usage[ck] = new_c
             local = self.cohort_local[ck]
             if not local.is_zero():  # only usage above the cohort's local quota goes further up
                 stored_delta = _pos(new_c - local) - _pos(old_c - local)
