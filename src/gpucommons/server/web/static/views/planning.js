@@ -81,7 +81,7 @@ export function header(ctx) {
     status.textContent = "Starting…";
     try {
       const run = await startRun(ctx.api, body);
-      status.textContent = `Replay started: ${run.title}.`;
+      status.replaceChildren(`Replay started: ${run.title}.`, progressOf(run));
       ctx.announce("Replay started.");
       ctx.navigate(`#/planning?run=${encodeURIComponent(run.id)}`);
     } catch (e) {
@@ -133,19 +133,20 @@ export function render(data) {
   ];
 }
 
+/** The run's progress bar; also shown at once when a run is started, however soon it ends. */
+function progressOf(run) {
+  return h(
+    "div",
+    { class: "progress", id: "run-progress", dataset: { status: run.status } },
+    h("label", { for: "run-progress-bar" }, run.phase || "waiting"),
+    h("progress", { id: "run-progress-bar", max: Math.max(1, run.total), value: run.done }, `${run.done} of ${run.total}`),
+    h("span", { class: "muted small" }, run.total ? ` ${run.done} of ${run.total} jobs` : ""),
+  );
+}
+
 function runView(run) {
   const parts = [h("p", { class: "muted" }, `${run.kind === "advice" ? "Quota advice" : "Replay"} of ${formatTime(run.window_start).slice(0, 10)} to ${formatTime(run.window_end).slice(0, 10)}, started by ${run.created_by}.`)];
-  if (run.status === "queued" || run.status === "running") {
-    parts.push(
-      h(
-        "div",
-        { class: "progress", id: "run-progress", dataset: { status: run.status } },
-        h("label", { for: "run-progress-bar" }, run.phase || "waiting"),
-        h("progress", { id: "run-progress-bar", max: Math.max(1, run.total), value: run.done }, `${run.done} of ${run.total}`),
-        h("span", { class: "muted small" }, run.total ? ` ${run.done} of ${run.total} jobs` : ""),
-      ),
-    );
-  }
+  if (run.status === "queued" || run.status === "running") parts.push(progressOf(run));
   if (run.status === "failed") parts.push(h("p", { class: "callout error", id: "run-error" }, `This run failed: ${run.error}`));
   if (run.status === "succeeded") parts.push(result(run));
   if (run.proposed_policy) {
