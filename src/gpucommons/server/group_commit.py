@@ -14,7 +14,7 @@ queue, each with its own transaction (numbers then become visible in commit orde
 as with any number of writers: `store.sequence`).
 
 Should a number collide with a row stored past the allocator (`is_seq_collision`), the allocator
-catches up and that one submission is stored once more, as `store_numbered` does.
+catches up and that one submission is stored once more.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ order; `domain.intake.SeqWatermark` is how the leader copes with both.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
@@ -23,8 +22,6 @@ from gpucommons.store.models import TaskRow
 
 #: The PostgreSQL sequence behind `tasks.seq`.
 TASK_SEQ = "task_seq"
-
-T = TypeVar("T")
 
 
 class SeqAllocator(Protocol):
@@ -79,21 +76,6 @@ class DatabaseSeq:
 def is_seq_collision(error: IntegrityError) -> bool:
     text_ = str(error.orig)
     return "uq_tasks_seq" in text_ or "tasks.seq" in text_
-
-
-def store_numbered(db: Database, seq: SeqAllocator, work: Callable[[Session], T]) -> T:
-    """Run `work` (which numbers tasks with `seq`) in one transaction. Should a number collide with
-    a row stored past the allocator (tasks seeded by hand, a database restored from elsewhere), the
-    allocator catches up and the whole transaction runs once more."""
-    for attempt in (1, 2):
-        try:
-            with db.session() as session:
-                return work(session)
-        except IntegrityError as exc:
-            if attempt == 2 or not is_seq_collision(exc):
-                raise
-            seq.catch_up(db)
-    raise AssertionError("unreachable")
 
 
 def seq_allocator(db: Database) -> SeqAllocator:
