@@ -19,6 +19,13 @@ def run_migrations_online() -> None:
     if not isinstance(engine, Engine):
         engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode copies a table and drops the old one; with foreign keys on, SQLite's DROP
+            # TABLE deletes the rows first and cascades that to every child table (a task's
+            # events, attempts, ledger intervals). The pragma is ignored inside a transaction.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=metadata,
@@ -32,7 +39,14 @@ def run_migrations_online() -> None:
                 # database at head (the lock ends with the transaction).
                 connection.execute(text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
             context.run_migrations()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                if broken:
+                    raise RuntimeError(f"the migration left rows whose parent is gone: {broken[:5]}")
         connection.commit()
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            connection.commit()
 
 
 if context.is_offline_mode():
