@@ -136,6 +136,27 @@ class TaskEvent(_Response):
     message: str = ""
 
 
+class TaskAttempt(_Response):
+    """One time the task held resources: where, how it was stopped, how it ended (oldest first)."""
+
+    number: int
+    admitted_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    #: succeeded | failed | cancelled | preempted; None while it lasts.
+    end_reason: str | None = None
+    exit_code: int | None = None
+    pool: str
+    gpu_indices: list[int] = []
+    borrowed_gpus: int = 0
+    stop_reason: str | None = None
+    stop_requested_at: datetime | None = None
+    #: SIGKILLs sent (again every 30 s while the end is not seen); when the stop gave up sending.
+    kills: int = 0
+    gave_up_at: datetime | None = None
+    preempted_by: str | None = None
+
+
 class CheckpointReport(_Request):
     """A task reports that it saved its state (`commons checkpoint`)."""
 

@@ -33,6 +33,8 @@ class Script:
     on_signal: ExitStatus | None = None
     #: start() raises this instead of starting (e.g. a LaunchError).
     fail_start: Exception | None = None
+    #: The first this many SIGKILLs are lost (a `scancel` that failed): the attempt runs on.
+    lost_kills: int = 0
 
 
 @dataclass
@@ -105,6 +107,8 @@ class FakeExecutor(ExecutorBase):
         if attempt is None or self._advance(attempt) is not None:
             return
         attempt.signals.append(signum)
+        if signum == _signal.SIGKILL and attempt.signals.count(signum) <= attempt.script.lost_kills:
+            return
         if signum == _signal.SIGKILL:
             attempt.status = ExitStatus(code=None, signal=signum)
         elif not attempt.script.ignore_signals:

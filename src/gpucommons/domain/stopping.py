@@ -40,11 +40,21 @@ class StopReason(StrEnum):
             return cls.UNKNOWN
 
 
+#: A SIGKILL whose end the backend has not confirmed is sent again this long after the last one:
+#: a kill can be lost (a failed `scancel` on Slurm, a controller that did not answer).
+KILL_RETRY_S = 30.0
+#: How long after the first SIGKILL the control plane stops sending more and asks a person: it
+#: says so in the task's events and keeps the attempt's GPUs held until the end is confirmed, since
+#: freeing them while the process may still run could give one GPU to two tasks.
+GIVE_UP_AFTER_S = 300.0
+
+
 class StopAction(StrEnum):
     SEND_SIGNAL = "send_signal"  # send the class's signal (SIGTERM by default) to the group
     WAIT = "wait"  # the grace period runs; look again at `wake_at`
-    KILL = "kill"  # the grace period is over: SIGKILL the group
+    KILL = "kill"  # the grace period is over (or the last SIGKILL did not take): SIGKILL the group
     WAIT_FOR_EXIT = "wait_for_exit"  # SIGKILL was sent; only the exit remains to be observed
+    GIVE_UP = "give_up"  # SIGKILLs for `GIVE_UP_AFTER_S` and no end: stop sending, tell a person
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,30 +80,69 @@ class StopStep:
 
 
 def next_stop_step(plan: StopPlan, now: float, *, signal_sent: bool, kill_sent: bool) -> StopStep:
-    """What the worker does now for this stop. Idempotent for the same inputs; never sleeps."""
-    return _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, kill_sent=kill_sent)
+    """What the worker does now for this stop. Idempotent for the same inputs; never sleeps.
 
-
-def _step(deadline: float, signum: int, now: float, *, signal_sent: bool, kill_sent: bool) -> StopStep:
-    """The one rule of every stop: signal first, wait out the deadline, SIGKILL, wait for the exit."""
+    For a caller that watches one process and sees its exit at once (the executor's own tests):
+    once SIGKILL is sent only the exit remains, with no retry (`stop_step` retries)."""
     if kill_sent:
         return StopStep(StopAction.WAIT_FOR_EXIT)
+    return _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, kills=_NO_KILLS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kills:
+    """The SIGKILLs sent so far: the first's and the last's time, whether the stop has given up."""
+
+    first_at: float | None = None
+    last_at: float | None = None
+    gave_up: bool = False
+
+
+_NO_KILLS = _Kills()
+
+
+def _step(
+    deadline: float,
+    signum: int,
+    now: float,
+    *,
+    signal_sent: bool,
+    kills: _Kills,
+    retry_s: float = KILL_RETRY_S,
+    give_up_s: float = GIVE_UP_AFTER_S,
+) -> StopStep:
+    """The one rule of every stop: signal first, wait out the deadline, SIGKILL; then SIGKILL again
+    every `retry_s` until the end is seen, and give up sending after `give_up_s`."""
+    if kills.first_at is not None:
+        if kills.gave_up:
+            return StopStep(StopAction.WAIT_FOR_EXIT)
+        give_up_at = kills.first_at + give_up_s
+        if now >= give_up_at:
+            return StopStep(StopAction.GIVE_UP)
+        retry_at = (kills.last_at if kills.last_at is not None else kills.first_at) + retry_s
+        if now >= retry_at:
+            return StopStep(StopAction.KILL, signum=signal.SIGKILL, wake_at=min(now + retry_s, give_up_at))
+        return StopStep(StopAction.WAIT_FOR_EXIT, wake_at=min(retry_at, give_up_at))
     if not signal_sent:
         # Even with no grace period the task gets its signal first (then SIGKILL at once).
         return StopStep(StopAction.SEND_SIGNAL, signum=signum, wake_at=deadline)
     if now >= deadline:
-        return StopStep(StopAction.KILL, signum=signal.SIGKILL)
+        return StopStep(StopAction.KILL, signum=signal.SIGKILL, wake_at=now + retry_s)
     return StopStep(StopAction.WAIT, wake_at=deadline)
 
 
 @dataclass(frozen=True, slots=True)
 class StopFields:
     """An attempt's stop as the store keeps it: when it was requested (the class's signal goes with
-    the request), when SIGKILL is due, when SIGKILL was sent. All None: no stop yet."""
+    the request), when SIGKILL is due, when the first SIGKILL was sent, how many were sent and when
+    the last, when the stop gave up sending them. All None: no stop yet."""
 
     requested_at: float | None = None
     deadline: float | None = None
     killed_at: float | None = None
+    kills: int = 0
+    last_kill_at: float | None = None
+    gave_up_at: float | None = None
 
     def kill_due(self, grace_s: float, now: float) -> float:
         """When SIGKILL is due: the deadline stored when the stop started (never before it); for a
@@ -109,24 +158,49 @@ class StopFields:
         if step.action is StopAction.SEND_SIGNAL:
             return StopFields(requested_at=now, deadline=step.wake_at, killed_at=None)
         if step.action is StopAction.KILL:
-            return StopFields(self.requested_at, self.deadline, killed_at=now)
+            first = self.killed_at if self.killed_at is not None else now
+            # A kill stored by an older version (no count) was one.
+            sent = max(self.kills, 1 if self.killed_at is not None else 0) + 1
+            return StopFields(self.requested_at, self.deadline, first, sent, last_kill_at=now)
+        if step.action is StopAction.GIVE_UP:
+            return StopFields(
+                self.requested_at,
+                self.deadline,
+                self.killed_at,
+                self.kills,
+                self.last_kill_at,
+                gave_up_at=now,
+            )
         return self
 
 
-def stop_step(fields: StopFields, now: float, *, grace_s: float, signum: int) -> StopStep:
+def stop_step(
+    fields: StopFields,
+    now: float,
+    *,
+    grace_s: float,
+    signum: int,
+    retry_s: float = KILL_RETRY_S,
+    give_up_s: float = GIVE_UP_AFTER_S,
+) -> StopStep:
     """The next step of a stop the caller wants (or has started), given its stored fields.
 
     No stop yet: signal now, SIGKILL due after the class's `grace_s`. Started: the deadline stored
     when it started stands (a policy applied meanwhile changes later stops, not this one); a stop
     recorded without one (Kueue's evictions leave the grace to the cluster) gets `grace_s` from its
-    request rather than an immediate SIGKILL.
+    request rather than an immediate SIGKILL. Once SIGKILL is sent it is sent again every
+    `retry_s` until the backend reports the end, and after `give_up_s` the stop gives up sending
+    (GIVE_UP, once; then it only waits): a person must look at a process no SIGKILL ends.
     """
+    kills = _Kills(fields.killed_at, fields.last_kill_at, fields.gave_up_at is not None)
     return _step(
         fields.kill_due(grace_s, now),
         signum,
         now,
         signal_sent=fields.requested_at is not None,
-        kill_sent=fields.killed_at is not None,
+        kills=kills,
+        retry_s=retry_s,
+        give_up_s=give_up_s,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from gpucommons.store.base import Base
 
@@ -28,7 +28,10 @@ class PolicyRow(Base):
 
 
 class TaskRow(Base):
-    """A submitted task and its current attempt.
+    """A submitted task; each time it holds resources is an `AttemptRow`, the current one `attempt`.
+
+    `admitted_at`, `started_at`, `finished_at` and `exit_code` are the latest attempt's, kept on the
+    task because every list shows and sorts by them.
 
     `state` is changed only by `server.services.lifecycle.switch_task_state`, which checks the
     transition table and writes a `TaskEventRow` in the same transaction.
@@ -72,8 +75,42 @@ class TaskRow(Base):
     cluster_ref: Mapped[str | None] = mapped_column(String(320), nullable=True, index=True)
     #: `commons`: submitted through GPU Commons; `cluster`: found running on the cluster (kubectl).
     origin: Mapped[str] = mapped_column(String(16), default="commons", server_default="commons")
-    # --- the current attempt (cleared when the task goes back to pending) ----------------------
-    assigned_pool: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    #: sha256 of the token the task's code holds (COMMONS_TOKEN in its environment): it may report
+    #: checkpoints. An attempt's on the local and Slurm backends (gone when the attempt ends), the
+    #: Job's on a cluster backend (it outlives Kueue's evictions); None when nothing runs.
+    task_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The current attempt (`AttemptRow.id`), or the last one of a finished task (where it ran);
+    #: None while the task waits. No foreign key: the attempt's own `task_id` is the one that is
+    #: enforced, and a key each way would leave no order to insert a backup's rows in.
+    attempt_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    attempt: Mapped[AttemptRow | None] = relationship(
+        primaryjoin="foreign(TaskRow.attempt_id) == AttemptRow.id",
+        lazy="joined",
+        post_update=True,
+    )
+
+    __table_args__ = (Index("ix_tasks_team_state", "team", "state"),)
+
+
+class AttemptRow(Base):
+    """One attempt of a task: from its admission (resources reserved) to its end, then kept as history.
+
+    Where it ran, the process or cluster object it was, and its stop (`domain.stopping.StopFields`)
+    belong here, not on the task: a task goes back to the queue with no attempt and its next
+    admission makes a new row, so nothing of an ended attempt has to be reset by hand.
+    """
+
+    __tablename__ = "task_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    admitted_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: How it ended (`ledger.interval.EndReason` value); None while it lasts.
+    end_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pool: Mapped[str] = mapped_column(String(63))
     borrowed_gpus: Mapped[int] = mapped_column(Integer, default=0)
     borrowed_cpu_milli: Mapped[int] = mapped_column(Integer, default=0)
     borrowed_memory_mib: Mapped[int] = mapped_column(Integer, default=0)
@@ -81,8 +118,6 @@ class TaskRow(Base):
     placement: Mapped[list[Any]] = mapped_column(JSON, default=list)
     #: GPU indices within the pool (node * gpus_per_node + index on node).
     gpu_indices: Mapped[list[int]] = mapped_column(JSON, default=list)
-    #: sha256 of the attempt's own token (COMMONS_TOKEN in its environment): it may report checkpoints.
-    task_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     start_marker: Mapped[str | None] = mapped_column(String(200), nullable=True)
     exit_file: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -94,10 +129,15 @@ class TaskRow(Base):
     stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stop_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
     killed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kills: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_kill_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gave_up_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: The pending task this one is being preempted for (the engine keeps its claim across cycles).
     preempted_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
-    __table_args__ = (Index("ix_tasks_team_state", "team", "state"),)
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
 
 
 class TaskEventRow(Base):

@@ -121,11 +121,6 @@ def seed_store(
                         cancel_requested=False,
                         lost_gpu_seconds=0.0,
                         message="",
-                        borrowed_gpus=0,
-                        borrowed_cpu_milli=0,
-                        borrowed_memory_mib=0,
-                        placement=[],
-                        gpu_indices=[],
                     )
                 )
             session.flush()

@@ -61,8 +61,6 @@ def _task(task_id: str, seq: int) -> TaskRow:
         gpus=1,
         submitted_at=now,
         queued_at=now,
-        placement=[],
-        gpu_indices=[0],
     )
 
 

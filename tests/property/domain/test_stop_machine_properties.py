@@ -1,18 +1,27 @@
 """Properties of the stop machine (hypothesis): whatever the stored fields, the class's grace and
 the times the supervisor happens to look, SIGKILL never comes before the deadline, always comes
-once the deadline has passed, and a stop only moves forward (signal → wait → kill → exit)."""
+once the deadline has passed, and a stop only moves forward (signal → wait → kill, again every retry
+while no end is seen → give up once → wait for the exit)."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpucommons.domain.stopping import StopAction, StopFields, stop_step
+from gpucommons.domain.stopping import GIVE_UP_AFTER_S, KILL_RETRY_S, StopAction, StopFields, stop_step
 
 TERM = int(signal.SIGTERM)
-ORDER = [StopAction.SEND_SIGNAL, StopAction.WAIT, StopAction.KILL, StopAction.WAIT_FOR_EXIT]
+#: The phases a stop goes through, in order; KILL and WAIT_FOR_EXIT alternate within "killing".
+PHASE = {
+    StopAction.SEND_SIGNAL: 0,
+    StopAction.WAIT: 1,
+    StopAction.KILL: 2,
+    StopAction.WAIT_FOR_EXIT: 2,
+    StopAction.GIVE_UP: 3,
+}
 times = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 graces = st.floats(min_value=-10, max_value=1e4, allow_nan=False)
 
@@ -49,16 +58,25 @@ def test_no_kill_before_the_deadline_and_always_one_after(
 
 @given(graces, times, st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False), max_size=12))
 def test_a_stop_driven_at_any_times_only_moves_forward(grace: float, start: float, gaps: list[float]) -> None:
-    fields, now, seen = StopFields(), start, []
+    fields, now, seen, kills = StopFields(), start, [], []
     for gap in [0.0, *gaps]:
         now += gap
         step = stop_step(fields, now, grace_s=grace, signum=TERM)
-        seen.append(ORDER.index(step.action))
+        gave_up = fields.gave_up_at is not None
+        seen.append(4 if gave_up else PHASE[step.action])
         if step.action is StopAction.KILL:
             assert fields.deadline is not None and now >= fields.deadline
+            assert not gave_up, "a SIGKILL after the stop gave up"
+            kills.append(now)
+        if step.action is StopAction.GIVE_UP:
+            assert fields.killed_at is not None and now >= fields.killed_at + GIVE_UP_AFTER_S
         fields = fields.after(step, now)
     assert seen == sorted(seen)
-    assert seen[0] == ORDER.index(StopAction.SEND_SIGNAL)
+    assert seen[0] == PHASE[StopAction.SEND_SIGNAL]
     assert fields.requested_at == start and fields.deadline == start + max(0.0, grace)
     if now >= start + max(0.0, grace) and len(seen) > 1:
         assert fields.killed_at is not None
+    # SIGKILL is repeated no oftener than every retry, and counted.
+    assert all(b - a >= KILL_RETRY_S - 1e-6 for a, b in itertools.pairwise(kills))
+    assert fields.kills == len(kills)
+    assert seen.count(PHASE[StopAction.GIVE_UP]) <= 1

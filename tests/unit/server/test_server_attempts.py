@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+from tests.unit.server.task_rows import running_task
 
 from gpucommons.api.errors import CheckpointRequired, ValidationFailed
 from gpucommons.backends.clock import ManualClock
@@ -17,23 +18,8 @@ from gpucommons.ledger.interval import EndReason
 from gpucommons.server.executors import TimerExecutor
 from gpucommons.server.services.checkpoints import parse_checkpoint, require_declaration, unsaved_gpu_seconds
 from gpucommons.server.workers.attempts import lost_gpu_seconds, outcome
-from gpucommons.store.models import TaskRow
 
-
-def row(**fields: object) -> TaskRow:
-    base: dict[str, object] = dict(
-        id="t1",
-        gpus=4,
-        cancel_requested=False,
-        stop_reason=None,
-        checkpoint_mode="none",
-        started_at=100.0,
-        last_checkpoint_at=None,
-        stop_requested_at=None,
-        killed_at=None,
-    )
-    base.update(fields)
-    return TaskRow(**base)
+row = running_task
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ know) decide where an ended attempt goes; and the one reading of a task's unsave
 from __future__ import annotations
 
 import pytest
+from tests.unit.server.task_rows import running_task
 
 from gpucommons.backends.ports import ExitStatus
 from gpucommons.domain.stopping import StopReason
@@ -11,15 +12,8 @@ from gpucommons.domain.task import TaskState
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import unsaved_work
 from gpucommons.server.workers.attempts import outcome
-from gpucommons.store.models import TaskRow
 
-
-def row(**fields: object) -> TaskRow:
-    base: dict[str, object] = dict(
-        id="t1", gpus=4, cancel_requested=False, checkpoint_mode="none", started_at=100.0
-    )
-    base.update(fields)
-    return TaskRow(**base)
+row = running_task
 
 
 @pytest.mark.parametrize("stored", [StopReason.PREEMPTED, "preempted"])

@@ -1,4 +1,4 @@
-"""`/api/v1/tasks`: submit, list, get, cancel, checkpoint, events, logs."""
+"""`/api/v1/tasks`: submit, list, get, cancel, checkpoint, events, attempts, logs."""
 
 from __future__ import annotations
 
@@ -195,6 +195,15 @@ def events(
         row = service.get_visible(session, ctx.policies.policy, task_id, who)
         authorize(who, Action.EVENTS_READ, row.team)
         return [convert.event(e) for e in service.events(session, task_id, after)]
+
+
+@router.get("/{task_id}/attempts", response_model=list[schemas.TaskAttempt])
+def attempts(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> list[schemas.TaskAttempt]:
+    """Every time the task held resources, oldest first: where it ran, how it was stopped and ended."""
+    with ctx.db.session() as session:
+        row = service.get_visible(session, ctx.policies.policy, task_id, who)
+        authorize(who, Action.EVENTS_READ, row.team)
+        return [convert.attempt(n, a) for n, a in enumerate(service.attempts(session, task_id), start=1)]
 
 
 @router.get(

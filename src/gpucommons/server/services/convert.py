@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from gpucommons.api import schemas
-from gpucommons.store.models import TaskEventRow, TaskRow, UsageIntervalRow
+from gpucommons.store.models import AttemptRow, TaskEventRow, TaskRow, UsageIntervalRow
 
 
 def utc(ts: float) -> datetime:
@@ -32,7 +32,8 @@ _HOLDING = frozenset({"admitted", "running", "preempting"})
 def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas.Task:
     """`borrowed_now` (the scheduler's `UsageView.borrowed_by_task`) gives a live task's current
     borrowing; without it, or for a task that holds nothing, the row's value at admission stands."""
-    borrowed = row.borrowed_gpus
+    attempt = row.attempt
+    borrowed = attempt.borrowed_gpus if attempt is not None else 0
     if borrowed_now is not None and row.state in _HOLDING:
         borrowed = borrowed_now.get(row.id, 0)
     return schemas.Task(
@@ -48,8 +49,8 @@ def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas
         cpu_milli=row.cpu_milli,
         memory_mib=row.memory_mib,
         pool=row.pool_request,
-        assigned_pool=row.assigned_pool,
-        gpu_indices=list(row.gpu_indices or []),
+        assigned_pool=attempt.pool if attempt is not None else None,
+        gpu_indices=list(attempt.gpu_indices or []) if attempt is not None else [],
         borrowed_gpus=borrowed,
         checkpoint=checkpoint_text(row),
         submitted_at=utc(row.submitted_at),
@@ -68,6 +69,25 @@ def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas
         image=row.image,
         cluster_ref=row.cluster_ref,
         origin=row.origin,
+    )
+
+
+def attempt(number: int, row: AttemptRow) -> schemas.TaskAttempt:
+    return schemas.TaskAttempt(
+        number=number,
+        admitted_at=utc(row.admitted_at),
+        started_at=utc_or_none(row.started_at),
+        ended_at=utc_or_none(row.ended_at),
+        end_reason=row.end_reason,
+        exit_code=row.exit_code,
+        pool=row.pool,
+        gpu_indices=list(row.gpu_indices or []),
+        borrowed_gpus=row.borrowed_gpus,
+        stop_reason=row.stop_reason,
+        stop_requested_at=utc_or_none(row.stop_requested_at),
+        kills=row.kills or 0,
+        gave_up_at=utc_or_none(row.gave_up_at),
+        preempted_by=row.preempted_by,
     )
 
 

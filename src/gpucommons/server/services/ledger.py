@@ -18,15 +18,17 @@ from gpucommons.store.models import TaskRow, UsageIntervalRow
 
 
 def open_interval(session: Session, task: TaskRow, at: float) -> UsageIntervalRow:
+    """The ledger interval of the task's current attempt, from `at` (`begin_attempt` made it)."""
+    attempt = task.attempt
     row = UsageIntervalRow(
         task_id=task.id,
         team=task.team,
-        pool=task.assigned_pool or "",
+        pool=attempt.pool if attempt is not None else "",
         gpus=task.gpus,
         start=at,
         end=None,
         priority=task.priority_class,
-        borrowed_gpus=task.borrowed_gpus,
+        borrowed_gpus=attempt.borrowed_gpus if attempt is not None else 0,
         end_reason=EndReason.RUNNING.value,
         lost_gpu_seconds=0.0,
     )

@@ -28,7 +28,7 @@ def record_preemption(
             victim_task_id=victim.id,
             victim_team=victim.team,
             victim_gpus=victim.gpus,
-            victim_pool=victim.assigned_pool or "",
+            victim_pool=victim.attempt.pool if victim.attempt is not None else "",
             preemptor_task_id=preempt.preemptor_id,
             preemptor_team=preemptor_team,
             reason=preempt.reason.value,

@@ -25,7 +25,7 @@ from gpucommons.identity.classes import class_denial
 from gpucommons.identity.principal import Principal
 from gpucommons.server.services.checkpoints import parse_checkpoint, require_declaration
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
-from gpucommons.store.models import TaskEventRow, TaskRow
+from gpucommons.store.models import AttemptRow, TaskEventRow, TaskRow
 
 LIVE_STATES = (TaskState.ADMITTED.value, TaskState.RUNNING.value, TaskState.PREEMPTING.value)
 
@@ -121,11 +121,6 @@ def submit(
         preemptions=0,
         cancel_requested=False,
         lost_gpu_seconds=0.0,
-        borrowed_gpus=0,
-        borrowed_cpu_milli=0,
-        borrowed_memory_mib=0,
-        placement=[],
-        gpu_indices=[],
         message="waiting for the scheduler",
     )
     session.add(row)
@@ -169,6 +164,13 @@ def list_tasks(
         query = query.where(TaskRow.seq < before_seq)
     query = query.order_by(TaskRow.seq.desc()).limit(limit)
     return list(session.scalars(query))
+
+
+def attempts(session: Session, task_id: str) -> list[AttemptRow]:
+    """The task's attempts, oldest first (ids rise with each admission)."""
+    return list(
+        session.scalars(select(AttemptRow).where(AttemptRow.task_id == task_id).order_by(AttemptRow.id))
+    )
 
 
 def events(session: Session, task_id: str, after_id: int = 0) -> list[TaskEventRow]:

@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from sqlalchemy.orm import Session
+
 from gpucommons.backends.ports import ExitStatus, Handle
 from gpucommons.domain.model import Policy
 from gpucommons.domain.resources import Resources
@@ -20,7 +22,7 @@ from gpucommons.engine.requests import task_request as request_for
 from gpucommons.engine.types import Admission, NodeSlice, Pending, PendingCode, TaskRequest
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at
-from gpucommons.store.models import TaskRow
+from gpucommons.store.models import AttemptRow, TaskRow
 
 
 def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
@@ -41,11 +43,17 @@ def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
 
 
 def admission_of(row: TaskRow) -> Admission:
-    placement = tuple(NodeSlice(int(node), tuple(int(i) for i in idx)) for node, idx in (row.placement or []))
+    """The engine's admission of a live task, from its current attempt (none: an empty one)."""
+    attempt = row.attempt
+    if attempt is None:
+        return Admission(pool="", placement=(), borrowed=Resources())
+    placement = tuple(
+        NodeSlice(int(node), tuple(int(i) for i in idx)) for node, idx in (attempt.placement or [])
+    )
     return Admission(
-        pool=row.assigned_pool or "",
+        pool=attempt.pool,
         placement=placement,
-        borrowed=Resources(row.borrowed_gpus, row.borrowed_cpu_milli, row.borrowed_memory_mib),
+        borrowed=Resources(attempt.borrowed_gpus, attempt.borrowed_cpu_milli, attempt.borrowed_memory_mib),
     )
 
 
@@ -55,20 +63,73 @@ def pool_gpu_indices(admission: Admission) -> list[int]:
 
 
 def handle_of(row: TaskRow) -> Handle | None:
-    if row.pid is None or row.start_marker is None:
+    """The executor's handle of the task's current attempt, once it has started (and not ended)."""
+    attempt = row.attempt
+    if attempt is None or attempt.ended or attempt.pid is None or attempt.start_marker is None:
         return None
     return Handle(
         task_id=row.id,
-        pid=row.pid,
-        start_marker=row.start_marker,
-        exit_file=Path(row.exit_file) if row.exit_file else None,
+        pid=attempt.pid,
+        start_marker=attempt.start_marker,
+        exit_file=Path(attempt.exit_file) if attempt.exit_file else None,
     )
+
+
+def stop_reason_of(row: TaskRow) -> StopReason | None:
+    """Why the current attempt is being stopped; None when it is not (or there is none)."""
+    return StopReason.of(row.attempt.stop_reason) if row.attempt is not None else None
+
+
+def begin_attempt(
+    session: Session, row: TaskRow, admission: Admission, gpu_indices: list[int], at: float
+) -> AttemptRow:
+    """A new attempt of `row`, admitted at `at` where `admission` says: the task's current one."""
+    borrowed = admission.borrowed
+    attempt = AttemptRow(
+        task_id=row.id,
+        admitted_at=at,
+        pool=admission.pool,
+        placement=[[s.node, list(s.gpu_indices)] for s in admission.placement],
+        gpu_indices=gpu_indices,
+        borrowed_gpus=borrowed.gpus,
+        borrowed_cpu_milli=borrowed.cpu_milli,
+        borrowed_memory_mib=borrowed.memory_mib,
+    )
+    session.add(attempt)
+    row.attempt = attempt
+    row.admitted_at = at
+    return attempt
+
+
+def end_attempt(
+    row: TaskRow,
+    at: float,
+    reason: EndReason,
+    *,
+    requeue: bool,
+    exit_code: int | None = None,
+    keep_token: bool = False,
+) -> None:
+    """The current attempt ended at `at` for `reason`: it stays as history. A task going back to
+    the queue has no attempt until its next admission; a finished one keeps its last (where it
+    ran). The attempt's credential dies with it, unless it is a cluster Job's (`keep_token`),
+    which outlives Kueue's evictions; a cancel request is answered by the end of a finished task."""
+    attempt = row.attempt
+    if attempt is not None and not attempt.ended:
+        attempt.ended_at = at
+        attempt.end_reason = reason.value
+        attempt.exit_code = exit_code
+    if not keep_token:
+        row.task_token_hash = None
+    if requeue:
+        row.attempt = None
+        row.cancel_requested = False
 
 
 def outcome(row: TaskRow, status: ExitStatus) -> tuple[TaskState, EndReason, str]:
     """Where an ended attempt goes: back to the queue (preempted) or to a final state, and why."""
     how = f"exit code {status.code}" if status.code is not None else f"signal {status.signal}"
-    stop = StopReason.of(row.stop_reason)
+    stop = stop_reason_of(row)
     if row.cancel_requested:
         return TaskState.CANCELLED, EndReason.CANCELLED, f"cancelled; the process ended with {how}"
     if stop is StopReason.PREEMPTED:
@@ -98,10 +159,14 @@ def lost_gpu_seconds(row: TaskRow, ended_at: float) -> float:
     SIGKILLed, or that saves only periodically, lost what it did since its last reported checkpoint.
     """
     saved = last_saved_at(row.started_at, row.last_checkpoint_at)
-    stop_at = row.stop_requested_at if row.stop_requested_at is not None else ended_at
+    attempt = row.attempt
+    requested = attempt.stop_requested_at if attempt is not None else None
+    stop_at = requested if requested is not None else ended_at
     if saved is None or saved >= stop_at:
         return 0.0
-    if row.checkpoint_mode == CheckpointMode.ON_SIGNAL.value and row.killed_at is None:
+    if row.checkpoint_mode == CheckpointMode.ON_SIGNAL.value and (
+        attempt is None or attempt.killed_at is None
+    ):
         return 0.0
     return (stop_at - saved) * row.gpus
 
@@ -122,25 +187,6 @@ def ended_at(handle: Handle, now: float, started_at: float | None, status: ExitS
     if started_at is not None:
         at = max(at, started_at)
     return at
-
-
-def clear_attempt(row: TaskRow, keep_placement: bool = False) -> None:
-    """Forget the ended attempt's process and stop; keep where it ran for a finished task."""
-    if not keep_placement:
-        row.assigned_pool = None
-        row.placement = []
-        row.gpu_indices = []
-        row.borrowed_gpus = row.borrowed_cpu_milli = row.borrowed_memory_mib = 0
-    row.pid = None
-    row.start_marker = None
-    row.exit_file = None
-    row.task_token_hash = None
-    row.stop_reason = None
-    row.stop_requested_at = None
-    row.stop_deadline = None
-    row.killed_at = None
-    row.preempted_by = None
-    row.cancel_requested = row.cancel_requested and keep_placement
 
 
 def with_out_of_service(

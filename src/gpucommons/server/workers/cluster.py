@@ -197,9 +197,10 @@ class ClusterWorker:
             ).all()
             for row in rows:
                 state.add_pending(task_request(row, self.policy))
-                if row.state != TaskState.PENDING.value and row.assigned_pool:
+                attempt = row.attempt
+                if row.state != TaskState.PENDING.value and attempt is not None and attempt.pool:
                     at = row.admitted_at or self.clock.now()
-                    self.applier.admit_in(state, row.id, row.assigned_pool, row.borrowed_gpus, at)
+                    self.applier.admit_in(state, row.id, attempt.pool, attempt.borrowed_gpus, at)
         self.desk.restore(state)
         return state
 

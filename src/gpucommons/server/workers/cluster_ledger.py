@@ -88,7 +88,7 @@ def _upsert(intervals: TaskIntervals, row: TaskRow, hold: HoldReport) -> None:
                 start=hold.start,
                 end=hold.end,
                 priority=hold.priority or row.priority_class,
-                borrowed_gpus=row.borrowed_gpus,
+                borrowed_gpus=row.attempt.borrowed_gpus if row.attempt is not None else 0,
                 end_reason=hold.end_reason,
                 lost_gpu_seconds=0.0,
             )

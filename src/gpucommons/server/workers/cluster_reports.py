@@ -24,9 +24,10 @@ from gpucommons.domain.stopping import StopReason
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import Admission, Pending, PendingCode, Preempt, PreemptReason
+from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.preemptions import record_preemption
-from gpucommons.server.workers.attempts import clear_attempt, task_request
+from gpucommons.server.workers.attempts import begin_attempt, end_attempt, task_request
 from gpucommons.server.workers.cluster_steps import external_task_id, progress, steps
 from gpucommons.server.workers.outputs import SchedulerHooks
 from gpucommons.store.models import TaskRow
@@ -137,6 +138,8 @@ class ReportApplier:
                 self._note_pending(row, report)
             elif target is TaskState.RUNNING and report.started_at and row.started_at is None:
                 row.started_at = report.started_at
+                if row.attempt is not None:
+                    row.attempt.started_at = report.started_at
             return
         for state in steps(current, target):
             self._step(session, row, state, report, at)
@@ -144,29 +147,27 @@ class ReportApplier:
     def _step(self, session: Session, row: TaskRow, state: TaskState, report: TaskReport, at: float) -> None:
         # The cluster writes whole seconds: its admission may read earlier than our own fractional
         # submission time. A step never goes back before the one it follows.
-        at = max(
-            [at] + [t for t in (row.queued_at, row.admitted_at, row.started_at, row.stop_requested_at) if t]
-        )
+        stop_requested_at = row.attempt.stop_requested_at if row.attempt is not None else None
+        at = max([at] + [t for t in (row.queued_at, row.admitted_at, row.started_at, stop_requested_at) if t])
         message = report.message if state == report.state else ""
         if state is TaskState.ADMITTED:
             pool = report.pool or row.pool_request or ""
-            row.assigned_pool = pool
-            row.borrowed_gpus = self.admit_in(
-                self.host.state, row.id, pool, None, at, report.gpus or row.gpus
-            )
-            row.admitted_at = at
+            borrowed = self.admit_in(self.host.state, row.id, pool, None, at, report.gpus or row.gpus)
+            begin_attempt(session, row, Admission(pool, (), Resources(gpus=borrowed)), [], at)
             self.host.pending.pop(row.id, None)
-            note = f" (borrowing {row.borrowed_gpus} GPUs)" if row.borrowed_gpus else ""
+            note = f" (borrowing {borrowed} GPUs)" if borrowed else ""
             switch_task_state(session, row, state, at, message or f"admitted by Kueue to {pool}{note}")
             self.host.hooks.admitted(
                 row.team,
                 pool,
-                row.borrowed_gpus,
+                borrowed,
                 waited_s=max(0.0, at - row.queued_at),
                 priority_class=row.priority_class,
             )
         elif state is TaskState.RUNNING:
             row.started_at = max(report.started_at or at, at)
+            if row.attempt is not None:
+                row.attempt.started_at = row.started_at
             switch_task_state(session, row, state, row.started_at, message or "its pods are running")
         elif state is TaskState.PREEMPTING:
             self._preempting(session, row, report, at, message)
@@ -174,7 +175,8 @@ class ReportApplier:
             switch_task_state(session, row, state, at, message or "evicted by Kueue; requeued")
             row.restart_count = max(report.attempt, row.restart_count + 1)
             row.queued_at = at
-            clear_attempt(row)
+            # The Job and its token stay: Kueue admits the same Job again.
+            end_attempt(row, at, EndReason.PREEMPTED, requeue=True, keep_token=True)
             if self.host.state.running(row.id) is not None:
                 self.host.state.requeue(row.id, at)
             self._note_pending(row, report)
@@ -183,7 +185,7 @@ class ReportApplier:
             if report.exit_code is not None:
                 row.exit_code = report.exit_code
             switch_task_state(session, row, state, at, message or state.value)
-            clear_attempt(row, keep_placement=True)
+            end_attempt(row, at, EndReason(state.value), requeue=False, exit_code=report.exit_code)
             if self.host.state.running(row.id) is not None:
                 self.host.state.finish(row.id, at)
             elif self.host.state.pending(row.id) is not None:
@@ -194,8 +196,9 @@ class ReportApplier:
         self, session: Session, row: TaskRow, report: TaskReport, at: float, message: str
     ) -> None:
         row.preemptions += 1
-        row.stop_reason = StopReason.PREEMPTED
-        row.stop_requested_at = at
+        if row.attempt is not None:
+            row.attempt.stop_reason = StopReason.PREEMPTED
+            row.attempt.stop_requested_at = at
         preemptor_id, preemptor_team = "", ""
         if report.preempted_by:
             found = session.execute(

@@ -153,7 +153,7 @@ class CommandDesk:
             if command.lock_row:
                 # The leader may be reserving this task in another process: its row lock orders the
                 # two (PostgreSQL; the worker's lock does it within one process).
-                session.refresh(row, with_for_update=True)
+                session.refresh(row, with_for_update={"of": TaskRow})
             task_service.cancel(session, row, command.by, command.now)
             return convert.task(row)
 

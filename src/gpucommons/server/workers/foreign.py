@@ -24,11 +24,12 @@ from gpucommons.backends.ports import ForeignWork
 from gpucommons.domain.model import Policy
 from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine.state import ClusterState
+from gpucommons.engine.types import Admission, NodeSlice
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.ledger import close_interval, open_interval
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.tasks import LIVE_STATES
-from gpucommons.server.workers.attempts import admission_of, task_request
+from gpucommons.server.workers.attempts import admission_of, begin_attempt, end_attempt, task_request
 from gpucommons.store.models import TaskRow
 
 PLATFORM_TEAM = "platform"
@@ -143,13 +144,13 @@ class ForeignWorkTracker:
             lost_gpu_seconds=0.0,
             cluster_ref=item.ref,
             origin=ORIGIN,
-            assigned_pool=item.pool,
-            placement=[[node, idx] for node, idx in placed],
-            gpu_indices=sorted(i for _, idx in placed for i in idx),
             message=f"{item.ref} on the cluster, not started by GPU Commons (user {item.user or '?'})",
         )
         session.add(row)
         session.flush()
+        admission = Admission(item.pool, tuple(NodeSlice(node, tuple(idx)) for node, idx in placed))
+        attempt = begin_attempt(session, row, admission, sorted(i for _, idx in placed for i in idx), at)
+        attempt.started_at = at
         record_event(session, row, "found", at, row.message)
         open_interval(session, row, at)
         state.add_pending(task_request(row, policy))
@@ -162,5 +163,6 @@ class ForeignWorkTracker:
             close_interval(session, row, now, EndReason.SUCCEEDED)
             row.finished_at = now
             switch_task_state(session, row, TaskState.SUCCEEDED, now, "ended on the cluster")
+            end_attempt(row, now, EndReason.SUCCEEDED, requeue=False)
         if state.running(task_id) is not None:
             state.finish(task_id, now)

@@ -50,9 +50,12 @@ class LaunchBuilder:
         }
         if self.server_url:
             env["COMMONS_URL"] = self.server_url
-        devices = tuple(row.gpu_indices)
-        if row.assigned_pool and devices:
-            devices = self.executor.device_indices(row.assigned_pool, devices)
+        attempt = row.attempt
+        if attempt is None:
+            raise ValueError(f"task {row.id} has no reserved attempt to launch")
+        devices = tuple(attempt.gpu_indices)
+        if attempt.pool and devices:
+            devices = self.executor.device_indices(attempt.pool, devices)
         return Launch(
             task_id=row.id,
             team=row.team,
@@ -62,6 +65,6 @@ class LaunchBuilder:
             log_path=log_path,
             gpu_indices=devices,
             run_as=run_as,
-            pool=row.assigned_pool or "",
-            placement=tuple((int(node), len(idx)) for node, idx in (row.placement or [])),
+            pool=attempt.pool,
+            placement=tuple((int(node), len(idx)) for node, idx in (attempt.placement or [])),
         )

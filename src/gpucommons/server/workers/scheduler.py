@@ -229,7 +229,7 @@ class Scheduler:
                         state.add_pending(task_request(row, policy))
                 for row in live:
                     if row.state == TaskState.PREEMPTING.value:
-                        state.mark_preempting(row.id, row.preempted_by)
+                        state.mark_preempting(row.id, row.attempt.preempted_by if row.attempt else None)
                 for row in rows:
                     # The engine's "no second preemption without progress" rule counts past
                     # preemptions; a restarted server must not forget them.

@@ -36,12 +36,12 @@ from gpucommons.server.services.ledger import open_interval
 from gpucommons.server.services.lifecycle import switch_task_state
 from gpucommons.server.services.preemptions import record_preemption
 from gpucommons.server.services.tasks import LIVE_STATES, hash_task_token
-from gpucommons.server.workers.attempts import clear_attempt, handle_of, pool_gpu_indices
+from gpucommons.server.workers.attempts import begin_attempt, end_attempt, handle_of, pool_gpu_indices
 from gpucommons.server.workers.launching import LaunchBuilder
 from gpucommons.server.workers.outputs import SchedulerHooks
 from gpucommons.server.workers.scheduler_supervisor import AttemptSupervisor, release_resources
 from gpucommons.store.db import Database
-from gpucommons.store.models import GpuAllocationRow, TaskRow
+from gpucommons.store.models import AttemptRow, GpuAllocationRow, TaskRow
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +118,16 @@ class Actuator:
         stored; requeue the ones that never started (caller holds `lock`)."""
         host = self.host
         with host.db.session() as session:
-            never_started = session.scalars(
-                select(TaskRow).where(TaskRow.state == TaskState.ADMITTED.value, TaskRow.pid.is_(None))
-            ).all()
-            for row in never_started:
+            admitted = session.scalars(select(TaskRow).where(TaskRow.state == TaskState.ADMITTED.value)).all()
+            for row in admitted:
+                if handle_of(row) is not None:
+                    continue  # started and stored: the supervisor watches it
                 handle = host.executor.find_attempt(row.id)
-                if handle is not None:
+                if handle is not None and row.attempt is not None:
                     # Launched just before the server died, before its handle was stored: the
                     # attempt is adopted like any other (running, or settled from its exit file).
-                    row.pid, row.start_marker = handle.pid, handle.start_marker
-                    row.exit_file = str(handle.exit_file) if handle.exit_file else None
-                    row.log_path = str(host.launcher.paths.log(row.id))
-                    row.started_at = row.admitted_at or now
+                    _record_handle(row.attempt, handle, str(host.launcher.paths.log(row.id)))
+                    row.started_at = row.attempt.started_at = row.admitted_at or now
                     switch_task_state(
                         session,
                         row,
@@ -143,7 +141,7 @@ class Actuator:
                 switch_task_state(
                     session, row, TaskState.PENDING, now, "the server stopped before launch; requeued"
                 )
-                clear_attempt(row)
+                end_attempt(row, now, EndReason.PREEMPTED, requeue=True)
 
     # --- preempting ---------------------------------------------------------------------------------
 
@@ -164,7 +162,10 @@ class Actuator:
                     host.forget_pending(preempt.preemptor_id)
                     return 0
             handle = handle_of(row)
-            row.preempted_by = preempt.preemptor_id
+            attempt = row.attempt
+            if attempt is None:
+                return 0
+            attempt.preempted_by = preempt.preemptor_id
             row.preemptions += 1
             message = preempt.message or f"preempted for {preempt.preemptor_id} ({preempt.reason.value})"
             preemptor = host.state.pending(preempt.preemptor_id)
@@ -172,10 +173,10 @@ class Actuator:
             record_preemption(session, row, preempt, preemptor_team, now)
             if row.state != TaskState.PREEMPTING.value:
                 switch_task_state(session, row, TaskState.PREEMPTING, now, message)
-            if row.stop_requested_at is None and handle is not None:
+            if attempt.stop_requested_at is None and handle is not None:
                 host.supervisor.begin_stop(session, row, handle, StopReason.PREEMPTED, now, message)
-            elif row.stop_reason is None:
-                row.stop_reason = StopReason.PREEMPTED
+            elif attempt.stop_reason is None:
+                attempt.stop_reason = StopReason.PREEMPTED
         host.state.mark_preempting(preempt.victim_id, preempt.preemptor_id)
         host.hooks.preempted(rt.task.team, preempt.reason.value, preempting_team=preemptor_team)
         return 1
@@ -199,7 +200,7 @@ class Actuator:
                 if host.shared_store:
                     # Row locks (PostgreSQL): a cancel stored by another replica waits for this
                     # reservation, or this reservation sees the task cancelled; never both.
-                    query = query.with_for_update()
+                    query = query.with_for_update(of=TaskRow)
                 rows = {r.id: r for r in session.scalars(query)}
                 reserved_here: list[Launch] = []
                 for admit in chunk:
@@ -243,15 +244,7 @@ class Actuator:
         host.state.admit(admit.task_id, admit.admission, now)
         token = secrets.token_urlsafe(24)
         borrowed = admit.admission.borrowed
-        row.assigned_pool = admit.admission.pool
-        row.placement = [[s.node, list(s.gpu_indices)] for s in admit.admission.placement]
-        row.gpu_indices = gpu_indices
-        row.borrowed_gpus, row.borrowed_cpu_milli, row.borrowed_memory_mib = (
-            borrowed.gpus,
-            borrowed.cpu_milli,
-            borrowed.memory_mib,
-        )
-        row.admitted_at = now
+        begin_attempt(session, row, admit.admission, gpu_indices, now)
         row.task_token_hash = hash_task_token(token)
         note = f" (borrowing {borrowed.describe()})" if borrowed.any_positive() else ""
         switch_task_state(
@@ -359,11 +352,10 @@ class Actuator:
             if row is None:
                 continue
             session = session or Session.object_session(row)
-            row.pid = handle.pid
-            row.start_marker = handle.start_marker
-            row.exit_file = str(handle.exit_file) if handle.exit_file else None
-            row.log_path = str(launch.log_path)
-            row.started_at = at
+            if row.attempt is None:
+                continue  # not reserved (cannot happen: the launch was built from its attempt)
+            _record_handle(row.attempt, handle, str(launch.log_path))
+            row.started_at = row.attempt.started_at = at
             assert session is not None
             switch_task_state(session, row, TaskState.RUNNING, at, f"started (pid {handle.pid})")
             self.host.supervisor.handles[launch.task_id] = handle
@@ -376,7 +368,16 @@ class Actuator:
                 release_resources(session, row, now, EndReason.FAILED, 0.0)
                 row.finished_at = now
                 switch_task_state(session, row, TaskState.FAILED, now, f"could not start: {reason}")
+                end_attempt(row, now, EndReason.FAILED, requeue=False)
         self.host.state.finish(task_id, now)
+
+
+def _record_handle(attempt: AttemptRow, handle: Handle, log_path: str) -> None:
+    """What finds the attempt's process again after a restart."""
+    attempt.pid = handle.pid
+    attempt.start_marker = handle.start_marker
+    attempt.exit_file = str(handle.exit_file) if handle.exit_file else None
+    attempt.log_path = log_path
 
 
 def _free_indices(session: Session, pool: str, capacity: int, want: int) -> list[int]:

@@ -23,6 +23,7 @@ on their own; the actions on the engine's decisions are in `scheduler_actuator`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -42,17 +43,26 @@ from gpucommons.server.services.ledger import close_interval, open_intervals
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.tasks import LIVE_STATES
 from gpucommons.server.workers.attempts import (
-    clear_attempt,
+    end_attempt,
     ended_at,
     handle_of,
     lost_gpu_seconds,
     outcome,
 )
 from gpucommons.store.db import Database
-from gpucommons.store.models import GpuAllocationRow, TaskRow, UsageIntervalRow
+from gpucommons.store.models import AttemptRow, GpuAllocationRow, TaskRow, UsageIntervalRow
+
+log = logging.getLogger(__name__)
 
 #: The grace period of a stop whose priority class the policy no longer has.
 DEFAULT_GRACE_S = 30
+
+
+def _where(attempt: AttemptRow) -> str:
+    """Where an attempt runs, for a person: its pool's nodes and its process."""
+    nodes = sorted({int(node) for node, _ in attempt.placement or []})
+    on = f"node {', '.join(map(str, nodes))} of pool {attempt.pool}" if nodes else f"pool {attempt.pool}"
+    return f"{on}, process {attempt.pid}" if attempt.pid is not None else on
 
 
 def _signal_of(pclass: PriorityClass | None) -> int:
@@ -205,9 +215,9 @@ class AttemptSupervisor:
     # --- a live attempt, by its state --------------------------------------------------------------
 
     def _supervise(self, session: Session, row: TaskRow, handle: Handle, now: float) -> None:
-        if row.stop_requested_at is None:
+        if row.attempt is not None and row.attempt.stop_requested_at is None:
             self._running(session, row, handle, now)
-        if row.stop_requested_at is not None:
+        if row.attempt is not None and row.attempt.stop_requested_at is not None:
             self.advance_stop(session, row, handle, now)
         self._checkpoint_watch(session, row, now)
         if self.host.state.running(row.id) is not None:
@@ -261,8 +271,10 @@ class AttemptSupervisor:
 
     def _node_left(self, row: TaskRow) -> str | None:
         """Why one of the task's nodes is out of service, if one is."""
-        out = self.host.nodes_left.get(row.assigned_pool or "", {})
-        for node, _ in row.placement or []:
+        if row.attempt is None:
+            return None
+        out = self.host.nodes_left.get(row.attempt.pool, {})
+        for node, _ in row.attempt.placement or []:
             if int(node) in out:
                 return out[int(node)]
         return None
@@ -279,16 +291,28 @@ class AttemptSupervisor:
         self, session: Session, row: TaskRow, handle: Handle, reason: StopReason, now: float, message: str
     ) -> None:
         """Start a stop for `reason`: its first step (the class's signal) is taken now."""
-        row.stop_reason = reason
+        if row.attempt is None:
+            return
+        row.attempt.stop_reason = reason
         self.advance_stop(session, row, handle, now, message)
 
     def advance_stop(self, session: Session, row: TaskRow, handle: Handle, now: float, why: str = "") -> None:
         """Take the step the stop machine (`domain.stopping.stop_step`) says is due for this attempt
         now — the class's signal, SIGKILL once its deadline has passed, or nothing — and store the
         fields it leaves. The only place a stop moves on."""
+        attempt = row.attempt
+        if attempt is None:
+            return
         pclass = self._class(row.priority_class)
         grace = pclass.grace_period_s if pclass is not None else DEFAULT_GRACE_S
-        stop = StopFields(row.stop_requested_at, row.stop_deadline, row.killed_at)
+        stop = StopFields(
+            attempt.stop_requested_at,
+            attempt.stop_deadline,
+            attempt.killed_at,
+            attempt.kills or 0,
+            attempt.last_kill_at,
+            attempt.gave_up_at,
+        )
         step = stop_step(stop, now, grace_s=grace, signum=_signal_of(pclass))
         if step.action is StopAction.SEND_SIGNAL:
             assert step.signum is not None
@@ -298,13 +322,31 @@ class AttemptSupervisor:
             record_event(session, row, "signal", now, message)
         elif step.action is StopAction.KILL:
             self.host.executor.kill(handle)
-            given = stop.kill_due(grace, now) - (stop.requested_at or now)
-            record_event(session, row, "killed", now, f"grace period of {given:g}s over: SIGKILL")
+            if stop.killed_at is None:
+                given = stop.kill_due(grace, now) - (stop.requested_at or now)
+                record_event(session, row, "killed", now, f"grace period of {given:g}s over: SIGKILL")
+            else:
+                since = now - stop.killed_at
+                record_event(
+                    session, row, "killed", now, f"no end seen {since:.0f}s after SIGKILL: SIGKILL again"
+                )
+        elif step.action is StopAction.GIVE_UP:
+            assert stop.killed_at is not None
+            message = (
+                f"SIGKILL sent {stop.kills} times over {now - stop.killed_at:.0f}s and the backend never "
+                "reported the end: no more are sent; the task keeps its GPUs until the end is seen "
+                f"(check {_where(attempt)} by hand)"
+            )
+            log.warning("task %s: %s", row.id, message)
+            record_event(session, row, "warning", now, message)
         done = stop.after(step, now)
         if done != stop:
-            row.stop_requested_at = done.requested_at
-            row.stop_deadline = done.deadline
-            row.killed_at = done.killed_at
+            attempt.stop_requested_at = done.requested_at
+            attempt.stop_deadline = done.deadline
+            attempt.killed_at = done.killed_at
+            attempt.kills = done.kills
+            attempt.last_kill_at = done.last_kill_at
+            attempt.gave_up_at = done.gave_up_at
 
     # --- an attempt ended ------------------------------------------------------------------------------
 
@@ -319,6 +361,7 @@ class AttemptSupervisor:
         row.exit_code = (
             status.code if status.code is not None else (-status.signal if status.signal else None)
         )
+        end_attempt(row, at, reason, requeue=new_state is TaskState.PENDING, exit_code=row.exit_code)
         if new_state is TaskState.PENDING:
             row.lost_gpu_seconds += lost
             if row.state != TaskState.PREEMPTING.value:
@@ -332,13 +375,11 @@ class AttemptSupervisor:
                 at,
                 message + (f"; lost {lost:.0f} GPU-s" if lost else ""),
             )
-            clear_attempt(row)
             if state.running(row.id) is not None:
                 state.requeue(row.id, at)
         else:
             row.finished_at = at
             switch_task_state(session, row, new_state, at, message)
-            clear_attempt(row, keep_placement=True)
             if state.running(row.id) is not None:
                 state.finish(row.id, at)
         self.handles.pop(row.id, None)
