@@ -246,6 +246,7 @@ ROWS: list[Row] = [
     Row("GET", "/api/v1/tasks", people, get("/api/v1/tasks", team="{team}"), lists=SEES_TASKS),
     Row("GET", "/api/v1/tasks/{task_id}", task_member_of, get("/api/v1/tasks/{task}")),
     Row("GET", "/api/v1/tasks/{task_id}/events", task_member_of, get("/api/v1/tasks/{task}/events")),
+    Row("GET", "/api/v1/tasks/{task_id}/attempts", task_member_of, get("/api/v1/tasks/{task}/attempts")),
     Row(
         "GET",
         "/api/v1/tasks/{task_id}/logs",
