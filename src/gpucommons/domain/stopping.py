@@ -14,7 +14,7 @@ value; a value this version does not know reads as `StopReason.UNKNOWN`, never a
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -86,7 +86,9 @@ def next_stop_step(plan: StopPlan, now: float, *, signal_sent: bool, kill_sent: 
     once SIGKILL is sent only the exit remains, with no retry (`stop_step` retries)."""
     if kill_sent:
         return StopStep(StopAction.WAIT_FOR_EXIT)
-    return _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, kills=_NO_KILLS)
+    step = _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, kills=_NO_KILLS)
+    # No retry here: after SIGKILL the caller looks again when the exit is seen.
+    return replace(step, wake_at=None) if step.action is StopAction.KILL else step
 
 
 @dataclass(frozen=True, slots=True)

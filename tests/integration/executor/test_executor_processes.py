@@ -405,6 +405,9 @@ def test_an_attempt_started_but_never_recorded_is_found_again_by_its_task_id(
     no_leftovers.append(handle)
     other = LocalExecutor(tmp_path / "run")
     assert other.find_attempt("t-other") is None
+    # Found by the runner's command line, which the forked child shows once it has exec'd (under
+    # load that can be a moment after start() returns; a recovering server looks much later).
+    wait_until(lambda: other.find_attempt("t-lost") is not None)
     found = other.find_attempt("t-lost")
     assert found == handle, "the same process, marker and exit file"
     assert other.poll(found) is None
