@@ -14,7 +14,7 @@ from gpucommons.backends.clock import ManualClock
 from gpucommons.server import views
 from gpucommons.server.executors import TimerExecutor
 from gpucommons.server.routers.caching import etag_of
-from gpucommons.server.routers.queue_answers import QUEUE, QueueAnswers
+from gpucommons.server.routers.queue_answers import QUEUE, QueueAnswers, ages
 from gpucommons.store.models import TaskRow
 
 START = 1_790_000_000.25
@@ -106,6 +106,15 @@ def test_a_new_view_gives_a_new_answer_and_an_unchanged_one_keeps_it(
     assert after.json()[-1]["task_id"] == late["id"]
     assert after.content == fresh(h, frozenset({"a", "b"}))[0]
     assert answers(h).renders == 2
+    # the head of the queue leaves: every place moves, the kept pieces must not keep them
+    head = after.json()[0]
+    assert h.http.post(f"/api/v1/tasks/{head['task_id']}/cancel", headers=h.admin).status_code == 200
+    h.cycle()
+    moved = h.http.get("/api/v1/queue", headers=h.admin)
+    assert [e["position"] for e in moved.json()] == list(range(1, len(after.json())))
+    assert moved.json()[0]["task_id"] == after.json()[1]["task_id"]
+    assert (moved.content, moved.headers["etag"]) == fresh(h, frozenset({"a", "b"}))
+    assert answers(h).views == 3
 
 
 def test_a_caller_who_may_see_less_gets_only_what_it_may_see(made: tuple[Harness, ManualClock]) -> None:
@@ -128,3 +137,14 @@ def test_a_caller_who_may_see_less_gets_only_what_it_may_see(made: tuple[Harness
     assert {e["team"] for e in only_a.json()} == {"a"}
     assert only_a.content == fresh(h, frozenset({"a"}))[0]
     assert h.http.get("/api/v1/queue", headers=h.admin).content == admin.content
+
+
+@pytest.mark.parametrize("now", [0.0, 1_790_000_000.0, 1_790_000_000.0005, 1_790_000_123.4567])
+def test_ages_are_the_rounded_waits_a_fresh_build_writes_even_for_a_task_queued_after_now(now: float) -> None:
+    queued_at = [now - d for d in (0.0, 0.0004, 0.0005, 0.0015, 1.23456, 86_400.1)]
+    queued_at += [now + d for d in (0.0001, 0.0006, 2.5)]  # another process's clock, slightly ahead
+    want = [round(max(0.0, now - q), 3) for q in queued_at]
+    got = ages(now, queued_at, max(queued_at))
+    assert got == want
+    assert [str(a) for a in got] == [str(a) for a in want]  # no -0.0 where a fresh build writes 0.0
+    assert ages(now, queued_at[:6], max(queued_at[:6])) == want[:6]
