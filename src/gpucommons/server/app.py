@@ -31,6 +31,7 @@ from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.private_dirs import make_private_dirs
 from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, health, invoices, tasks
+from gpucommons.server.routers.queue_answers import QueueAnswers
 from gpucommons.server.services import policies
 from gpucommons.server.settings import Settings
 from gpucommons.server.workers.cluster import ClusterWorker
@@ -152,6 +153,8 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.state.commons = ctx
     app.state.db = ctx.db
     app.state.policy = lambda: ctx.policies.policy
+    #: The queue's answers, rendered once per published view (`routers.queue_answers`).
+    app.state.queue_answers = QueueAnswers()
     install_error_handlers(app)
     settings = ctx.settings
     install_auth(

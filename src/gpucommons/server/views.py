@@ -8,12 +8,14 @@ circle (docs/design.md, "The server's layers")."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 
 from gpucommons.api import schemas
+from gpucommons.backends.ports import QueuePosition
 from gpucommons.domain.resources import UNLIMITED, ZERO
 from gpucommons.engine.state import queue_key
+from gpucommons.engine.types import Pending, TaskRequest
 from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
 from gpucommons.server.workers.port import TaskWorker
 
@@ -64,19 +66,32 @@ def teams(scheduler: TaskWorker, visible: Collection[str]) -> list[schemas.TeamS
     return out
 
 
-def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[schemas.QueueEntry]:
-    """Every pending task the caller may see, in the order the engine considers them."""
-    # The admitting side's own positions where it has them (Kueue's visibility API), else ours.
-    placed = scheduler.positions()
-    published = scheduler.view
-    everyone = sorted(published.pending, key=lambda t: (queue_key(t), t.team))
+#: A pending task with its 1-based place in the cluster's queue and in its team's.
+Placed = tuple[TaskRequest, int, int]
+
+
+def queue_order(pending: Iterable[TaskRequest]) -> list[Placed]:
+    """Every pending task in the order the engine considers them, with its places: the part of
+    the queue's answer that depends on the view alone, so a caller may compute it once per view."""
     team_pos: dict[str, int] = {}
     out = []
-    for position, task in enumerate(everyone, start=1):
+    for position, task in enumerate(sorted(pending, key=lambda t: (queue_key(t), t.team)), start=1):
         team_pos[task.team] = team_pos.get(task.team, 0) + 1
-        if task.team not in visible:
-            continue
-        reason = published.reasons.get(task.id)
+        out.append((task, position, team_pos[task.team]))
+    return out
+
+
+def queue_entries(
+    shown: Iterable[Placed],
+    reasons: Mapping[str, Pending],
+    placed: Mapping[str, QueuePosition],
+    now: float,
+) -> list[schemas.QueueEntry]:
+    """The entries of the tasks `shown` (already filtered to what the caller may see), names empty;
+    `placed` are the admitting side's own positions where it has them (Kueue's visibility API)."""
+    out = []
+    for task, position, team_position in shown:
+        reason = reasons.get(task.id)
         where = placed.get(task.id)
         out.append(
             schemas.QueueEntry(
@@ -86,7 +101,7 @@ def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[s
                 priority=task.priority_class,
                 gpus=task.resources.gpus,
                 position=where.position if where else position,
-                team_position=where.team_position if where else team_pos[task.team],
+                team_position=where.team_position if where else team_position,
                 waiting_seconds=round(max(0.0, now - task.queued_at), 3),
                 queued_at=datetime.fromtimestamp(task.queued_at, tz=UTC),
                 reason_code=reason.code.value if reason else "",
@@ -94,6 +109,14 @@ def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[s
             )
         )
     return out
+
+
+def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[schemas.QueueEntry]:
+    """Every pending task the caller may see, in the order the engine considers them."""
+    placed = scheduler.positions()
+    published = scheduler.view
+    shown = [row for row in queue_order(published.pending) if row[0].team in visible]
+    return queue_entries(shown, published.reasons, placed, now)
 
 
 def gauges(scheduler: TaskWorker) -> GaugeSnapshot:

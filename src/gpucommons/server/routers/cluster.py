@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import TypeAdapter
-from sqlalchemy import select
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import Unavailable
@@ -20,10 +19,10 @@ from gpucommons.ledger.interval import UsageInterval
 from gpucommons.server import views
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
-from gpucommons.server.routers.caching import NOT_MODIFIED, etag_of, json_answer, not_modified
+from gpucommons.server.routers.caching import CACHE_CONTROL, NOT_MODIFIED, json_answer, not_modified
+from gpucommons.server.routers.queue_answers import QueueAnswersDep
 from gpucommons.server.services import ledger, policies
 from gpucommons.server.workers.commands import ApplyPolicy
-from gpucommons.store.models import TaskRow
 
 router = APIRouter(prefix="/api/v1", tags=["cluster"])
 
@@ -31,7 +30,6 @@ TeamFilter = Annotated[str | None, Query(max_length=63)]
 
 
 _TEAMS = TypeAdapter(list[schemas.TeamSummary])
-_QUEUE = TypeAdapter(list[schemas.QueueEntry])
 _USAGE = TypeAdapter(list[schemas.UsageInterval])
 
 
@@ -43,25 +41,30 @@ def teams(request: Request, ctx: ContextDep, who: CurrentPrincipal) -> Response:
 
 
 @router.get("/queue", response_model=list[schemas.QueueEntry], responses=NOT_MODIFIED)
-def queue(request: Request, ctx: ContextDep, who: CurrentPrincipal, team: TeamFilter = None) -> Response:
+def queue(
+    request: Request,
+    ctx: ContextDep,
+    who: CurrentPrincipal,
+    answers: QueueAnswersDep,
+    team: TeamFilter = None,
+) -> Response:
     """Pending tasks in the order the engine considers them, each with why it waits.
 
     The ETag is weak: it leaves out `waiting_seconds`, which grows with every poll, so a queue whose
-    order and reasons did not change answers `304`; ages come from `queued_at`."""
+    order and reasons did not change answers `304`; ages come from `queued_at`. The answer is
+    rendered once per published view and visible set (`routers.queue_answers`)."""
     visible = visible_teams(who, ctx.policies.policy)
     if team is not None:
         visible = visible & {team}
-    entries = views.queue(ctx.scheduler, visible, ctx.clock.now())
-    if entries:
-        with ctx.db.session() as session:
-            ids = [e.task_id for e in entries]
-            rows = session.execute(select(TaskRow.id, TaskRow.name).where(TaskRow.id.in_(ids)))
-            names = {task_id: name for task_id, name in rows}
-        for e in entries:
-            e.name = names.get(e.task_id, "")
-    tag = etag_of(_QUEUE.dump_json(entries, exclude={"__all__": {"waiting_seconds"}}), weak=True)
-    unchanged = not_modified(request, tag)  # before the whole body is serialised
-    return unchanged if unchanged is not None else json_answer(request, _QUEUE, entries, etag=tag)
+    answer = answers.answer(ctx.scheduler, visible, ctx.db)
+    unchanged = not_modified(request, answer.etag)  # before the body is assembled
+    if unchanged is not None:
+        return unchanged
+    return Response(
+        answer.body(ctx.clock.now()),
+        media_type="application/json",
+        headers={"ETag": answer.etag, "Cache-Control": CACHE_CONTROL},
+    )
 
 
 def _intervals(

@@ -1,0 +1,150 @@
+"""`GET /api/v1/queue` rendered once per published view (`routers.queue_answers`): the kept answer is
+byte for byte what a fresh build gives, a new view gives a new answer, and a caller who may see less
+never gets another caller's answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+from tests.integration.server.conftest import Harness
+
+from gpucommons.backends.clock import ManualClock
+from gpucommons.server import views
+from gpucommons.server.executors import TimerExecutor
+from gpucommons.server.routers.caching import etag_of
+from gpucommons.server.routers.queue_answers import QUEUE, QueueAnswers, ages
+from gpucommons.store.models import TaskRow
+
+START = 1_790_000_000.25
+
+#: Names that would break a body cut on the wrong bytes: the key itself, quotes, commas, a backslash.
+TRICKY = ['"waiting_seconds":1.5,', 'a,b,"c"', "ünïcödé ✓", "back\\slash", "plain"]
+
+
+@pytest.fixture
+def made(make_harness: Callable[..., Harness]) -> tuple[Harness, ManualClock]:
+    clock = ManualClock(START)
+    return make_harness(executor=TimerExecutor(clock), clock=clock), clock
+
+
+def answers(h: Harness) -> QueueAnswers:
+    kept = h.http.app.state.queue_answers  # type: ignore[attr-defined]
+    assert isinstance(kept, QueueAnswers)
+    return kept
+
+
+def fill_and_queue(h: Harness, clock: ManualClock) -> None:
+    """Every GPU held, then waiting tasks of both teams, queued at different instants."""
+    h.submit(team="a", gpus=2, command=["sleep", "600"])
+    h.submit(team="b", gpus=2, command=["sleep", "600"])
+    for i, name in enumerate(TRICKY):
+        clock.advance(1.2345 + i)
+        h.submit(team="ab"[i % 2], gpus=1, command=["sleep", "600"], name=name)
+    h.cycle()
+
+
+def fresh(h: Harness, visible: frozenset[str]) -> tuple[bytes, str]:
+    """The answer built the way the route built it before answers were kept: body and weak ETag."""
+    entries = views.queue(h.ctx.scheduler, visible, h.ctx.clock.now())
+    with h.ctx.db.session() as session:
+        names = {i: n for i, n in session.execute(select(TaskRow.id, TaskRow.name))}
+    for e in entries:
+        e.name = names[e.task_id]
+    body = QUEUE.dump_json(entries)
+    return body, etag_of(QUEUE.dump_json(entries, exclude={"__all__": {"waiting_seconds"}}), weak=True)
+
+
+def test_the_kept_answer_is_the_bytes_a_fresh_build_gives_at_every_instant(
+    made: tuple[Harness, ManualClock],
+) -> None:
+    h, clock = made
+    fill_and_queue(h, clock)
+    everyone = visible_teams_of_admin(h)
+    for step in (0.0, 0.0004, 1.0, 3600.123456):
+        clock.advance(step)
+        got = h.http.get("/api/v1/queue", headers=h.admin)
+        assert got.status_code == 200
+        body, etag = fresh(h, everyone)
+        assert got.content == body
+        assert got.headers["etag"] == etag
+        assert got.headers["content-type"] == "application/json"
+    assert [e["name"] for e in got.json()] == TRICKY
+    assert answers(h).renders == 1  # four reads of one view, one rendering
+
+
+def visible_teams_of_admin(h: Harness) -> frozenset[str]:
+    everyone = frozenset(h.ctx.policies.policy.team_names)
+    assert everyone == {"a", "b"}
+    return everyone
+
+
+def test_an_empty_queue_is_an_empty_list(made: tuple[Harness, ManualClock]) -> None:
+    h, _ = made
+    h.cycle()
+    got = h.http.get("/api/v1/queue", headers=h.admin)
+    assert got.content == b"[]"
+    assert got.headers["etag"] == fresh(h, frozenset({"a", "b"}))[1]
+
+
+def test_a_new_view_gives_a_new_answer_and_an_unchanged_one_keeps_it(
+    made: tuple[Harness, ManualClock],
+) -> None:
+    h, clock = made
+    fill_and_queue(h, clock)
+    before = h.http.get("/api/v1/queue", headers=h.admin)
+    h.cycle()  # nothing changed: a new view of the same queue
+    same = h.http.get("/api/v1/queue", headers={**h.admin, "If-None-Match": before.headers["etag"]})
+    assert same.status_code == 304
+    assert answers(h).renders == 1
+    late = h.submit(team="b", gpus=1, command=["sleep", "600"], name="late")
+    h.cycle()
+    after = h.http.get("/api/v1/queue", headers={**h.admin, "If-None-Match": before.headers["etag"]})
+    assert after.status_code == 200
+    assert after.headers["etag"] != before.headers["etag"]
+    assert after.json()[-1]["task_id"] == late["id"]
+    assert after.content == fresh(h, frozenset({"a", "b"}))[0]
+    assert answers(h).renders == 2
+    # the head of the queue leaves: every place moves, the kept pieces must not keep them
+    head = after.json()[0]
+    assert h.http.post(f"/api/v1/tasks/{head['task_id']}/cancel", headers=h.admin).status_code == 200
+    h.cycle()
+    moved = h.http.get("/api/v1/queue", headers=h.admin)
+    assert [e["position"] for e in moved.json()] == list(range(1, len(after.json())))
+    assert moved.json()[0]["task_id"] == after.json()[1]["task_id"]
+    assert (moved.content, moved.headers["etag"]) == fresh(h, frozenset({"a", "b"}))
+    assert answers(h).views == 3
+
+
+def test_a_caller_who_may_see_less_gets_only_what_it_may_see(made: tuple[Harness, ManualClock]) -> None:
+    h, clock = made
+    fill_and_queue(h, clock)
+    admin = h.http.get("/api/v1/queue", headers=h.admin)  # the whole queue, kept first
+    assert {e["team"] for e in admin.json()} == {"a", "b"}
+    member = h.member_token("b")
+    mine = h.http.get("/api/v1/queue", headers=member)
+    assert {e["team"] for e in mine.json()} == {"b"}
+    assert mine.content == fresh(h, frozenset({"b"}))[0]
+    assert mine.headers["etag"] != admin.headers["etag"]
+    # the admin's ETag is no match for the member's answer, and the member cannot filter its way in
+    again = h.http.get("/api/v1/queue", headers={**member, "If-None-Match": admin.headers["etag"]})
+    assert again.status_code == 200
+    assert {e["team"] for e in again.json()} == {"b"}
+    assert h.http.get("/api/v1/queue", params={"team": "a"}, headers=member).json() == []
+    # the admin's own filter is its own answer, and the whole queue is still the admin's
+    only_a = h.http.get("/api/v1/queue", params={"team": "a"}, headers=h.admin)
+    assert {e["team"] for e in only_a.json()} == {"a"}
+    assert only_a.content == fresh(h, frozenset({"a"}))[0]
+    assert h.http.get("/api/v1/queue", headers=h.admin).content == admin.content
+
+
+@pytest.mark.parametrize("now", [0.0, 1_790_000_000.0, 1_790_000_000.0005, 1_790_000_123.4567])
+def test_ages_are_the_rounded_waits_a_fresh_build_writes_even_for_a_task_queued_after_now(now: float) -> None:
+    queued_at = [now - d for d in (0.0, 0.0004, 0.0005, 0.0015, 1.23456, 86_400.1)]
+    queued_at += [now + d for d in (0.0001, 0.0006, 2.5)]  # another process's clock, slightly ahead
+    want = [round(max(0.0, now - q), 3) for q in queued_at]
+    got = ages(now, queued_at, max(queued_at))
+    assert got == want
+    assert [str(a) for a in got] == [str(a) for a in want]  # no -0.0 where a fresh build writes 0.0
+    assert ages(now, queued_at[:6], max(queued_at[:6])) == want[:6]
