@@ -147,7 +147,7 @@ def _own_team_may_yield(cy: Cycle, task: TaskRequest) -> bool:
     return lowest < task.priority or (newer_equal and lowest == task.priority)
 
 
-def _may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
+def may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
     """A cheap necessary condition for `find_candidates` to find anyone: an own task may yield,
     or the team is in a cohort and may reclaim. False under `static` with one priority class."""
     if _own_team_may_yield(cy, task):
@@ -540,7 +540,7 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None. Behind Kueue's
     gate (`preemption_gate`): a request above the team's nominal quota preempts nobody unless
     hierarchical reclaim or `borrow_within_cohort` allows it."""
-    if not _may_find_candidates(cy, task):
+    if not may_find_candidates(cy, task):
         return None  # nobody could be a candidate: spare the per-pool arithmetic below
     if preemption_gate(cy, task, pool, fair_share) is not None:
         return None
