@@ -192,6 +192,20 @@ def reach_other_teams(cy: Cycle, p: Preemptor) -> dict[str, Reach]:
     return out
 
 
+def _may_have_advantage(cy: Cycle, p: Preemptor) -> bool:
+    """False only if `reach_other_teams` would give no team hierarchical advantage: with the
+    team's cohort as the root, every team is reached with the advantage the walk starts with
+    (the request fits the team's nominal quota); deeper trees are not worked out here."""
+    tree = cy.quota
+    chain = tree.ancestors(p.task.team)
+    q = tree.quota(p.task.team, p.pool)
+    if not chain or q is None:
+        return False
+    if len(chain) > 1:
+        return True
+    return _fits_where_asked(p.task.resources, tree.usage[(p.task.team, p.pool)], q.nominal)
+
+
 def _collect_over_quota(
     cy: Cycle,
     p: Preemptor,
@@ -548,7 +562,19 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     threshold = _borrow_threshold(cy, task)
     hierarchical = False
     reclaims = cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
-    if not fair_share and reclaims and cy.root(task.team) is not None:
+    classic_reach = not fair_share and reclaims and cy.root(task.team) is not None
+    if not (
+        fair_share
+        or threshold is not None
+        or _own_team_may_yield(cy, task)
+        or _under_nominal(cy, p)
+        or (classic_reach and _may_have_advantage(cy, p))
+    ):
+        # Own tasks cannot yield and other teams' come in only through hierarchical advantage:
+        # without any, `find_candidates` finds nobody. Decided before the walk of the cohort
+        # tree, which a head that fails every cycle would otherwise pay for each time.
+        return None
+    if classic_reach:
         p.reach = reach_other_teams(cy, p)
         within_nominal = cy.within_nominal(task.team, pool, task.resources)
         hierarchical = not within_nominal and any(r.advantage for r in p.reach.values())
