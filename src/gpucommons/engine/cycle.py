@@ -38,7 +38,7 @@ from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share
 from gpucommons.engine.placement import PoolNodes
-from gpucommons.engine.preemption import Target, get_targets, preemption_gate
+from gpucommons.engine.preemption import Target, get_targets, may_find_candidates, preemption_gate
 from gpucommons.engine.quota import UsageView
 from gpucommons.engine.reasons import (
     admitted_message,
@@ -99,6 +99,10 @@ class _Failure:
         return self._inherited
 
 
+#: A memo entry for a request that matches no failure: it must be evaluated as a head.
+_NO_MATCH: tuple[None, None] = (None, None)
+
+
 @dataclass(slots=True)
 class _PoolPlans:
     """The victims planned in one pool this cycle, which of their GPUs are spoken for, and the
@@ -130,6 +134,11 @@ class _TeamCursor:
     index: int = 0
     done: bool = False
     failures: list[_Failure] = field(default_factory=list)
+    #: (pools, gpus, cpu, memory) of a set-aside request -> the failure it matches and its
+    #: reason, or `_NO_MATCH`; valid while `failures` is unchanged (`_fail` clears it).
+    memo: dict[tuple[tuple[str, ...], int, int, int], tuple[_Failure | None, Pending | None]] = field(
+        default_factory=dict
+    )
 
 
 class _Scheduler:
@@ -213,32 +222,42 @@ class _Scheduler:
         team = cursor.team
         budget_blocked = self._budget_blocked(team)
         # The walk over tasks set aside behind failed ones runs for every queued task of every
-        # team each cycle: names bound once here, not looked up per task.
-        entry, waiting, taken, pending = self.state.queue_entry, self.waiting, self.cy.taken, self.pending
-        failures = cursor.failures
-        while True:
-            task = entry(team, cursor.index)
+        # team each cycle: names bound once here, not looked up per task; and the answer for a
+        # request (same pools, same amounts) is worked out once per list of failures (`memo`).
+        waiting, taken, pending = self.waiting, self.cy.taken, self.pending
+        failures, memo = cursor.failures, cursor.memo
+        for task in self.state.queue_from(team, cursor.index):
             cursor.index += 1
-            if task is None:
-                cursor.done = True
-                return
-            if task.id in waiting or task.id in taken:
+            task_id = task.id
+            if task_id in waiting or task_id in taken:
                 continue
             if budget_blocked is not None and not self._budget_exempt(task):
-                pending[task.id] = budget_blocked
+                pending[task_id] = budget_blocked
                 if self.state.exempt_pending(team) == 0 or self.strict:
                     cursor.done = True
                     return
                 continue
-            failure = self._matching_failure(cursor, task) if failures else None
-            if failure is not None:
-                pending[task.id] = self._never_fits(task) or failure.inherited()
-                if self._rest_cannot_go(cursor, failure):
-                    cursor.done = True
-                    return
-                continue
+            if failures:
+                req = task.resources
+                key = (task.pools, req.gpus, req.cpu_milli, req.memory_mib)
+                found = memo.get(key)
+                if found is None:
+                    failure = self._matching_failure(cursor, task)
+                    found = memo[key] = (
+                        (failure, self._never_fits(task) or failure.inherited())
+                        if failure is not None
+                        else _NO_MATCH
+                    )
+                failure, reason = found
+                if failure is not None and reason is not None:
+                    pending[task_id] = reason
+                    if self._rest_cannot_go(cursor, failure):
+                        cursor.done = True
+                        return
+                    continue
             self._push(self._key(task, False), task)
             return
+        cursor.done = True
 
     # --- ordering --------------------------------------------------------------------------------
 
@@ -429,6 +448,8 @@ class _Scheduler:
         preempting any of the team's own, then the least borrowing once the victims are gone
         (Kueue's borrowing level), then the pool listed first."""
         cy = self.cy
+        if not may_find_candidates(cy, task):
+            return None  # `get_targets` would say so in every pool: spare the plan views
         best: tuple[tuple[int, int], str, list[Target]] | None = None
         for pool in pools:
             if never_fits_limit(cy, task, pool) is not None:
@@ -474,6 +495,7 @@ class _Scheduler:
         cursor.failures.append(_Failure(task.id, task.pools, task.resources, reason))
         if len(cursor.failures) > 8:
             cursor.failures.pop(0)
+        cursor.memo.clear()  # which failure a request matches may have changed
         if not self._rest_cannot_go(cursor, cursor.failures[-1]):
             self._push_next(cursor)
         else:

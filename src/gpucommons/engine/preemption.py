@@ -147,7 +147,7 @@ def _own_team_may_yield(cy: Cycle, task: TaskRequest) -> bool:
     return lowest < task.priority or (newer_equal and lowest == task.priority)
 
 
-def _may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
+def may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
     """A cheap necessary condition for `find_candidates` to find anyone: an own task may yield,
     or the team is in a cohort and may reclaim. False under `static` with one priority class."""
     if _own_team_may_yield(cy, task):
@@ -190,6 +190,20 @@ def reach_other_teams(cy: Cycle, p: Preemptor) -> dict[str, Reach]:
         remaining = (remaining - local_free).clamp_nonnegative()
         previous = cohort
     return out
+
+
+def _may_have_advantage(cy: Cycle, p: Preemptor) -> bool:
+    """False only if `reach_other_teams` would give no team hierarchical advantage: with the
+    team's cohort as the root, every team is reached with the advantage the walk starts with
+    (the request fits the team's nominal quota); deeper trees are not worked out here."""
+    tree = cy.quota
+    chain = tree.ancestors(p.task.team)
+    q = tree.quota(p.task.team, p.pool)
+    if not chain or q is None:
+        return False
+    if len(chain) > 1:
+        return True
+    return _fits_where_asked(p.task.resources, tree.usage[(p.task.team, p.pool)], q.nominal)
 
 
 def _collect_over_quota(
@@ -540,7 +554,7 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     """Kueue `getTargets`: the victims that let `task` fit in `pool`, or None. Behind Kueue's
     gate (`preemption_gate`): a request above the team's nominal quota preempts nobody unless
     hierarchical reclaim or `borrow_within_cohort` allows it."""
-    if not _may_find_candidates(cy, task):
+    if not may_find_candidates(cy, task):
         return None  # nobody could be a candidate: spare the per-pool arithmetic below
     if preemption_gate(cy, task, pool, fair_share) is not None:
         return None
@@ -548,7 +562,19 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     threshold = _borrow_threshold(cy, task)
     hierarchical = False
     reclaims = cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
-    if not fair_share and reclaims and cy.root(task.team) is not None:
+    classic_reach = not fair_share and reclaims and cy.root(task.team) is not None
+    if not (
+        fair_share
+        or threshold is not None
+        or _own_team_may_yield(cy, task)
+        or _under_nominal(cy, p)
+        or (classic_reach and _may_have_advantage(cy, p))
+    ):
+        # Own tasks cannot yield and other teams' come in only through hierarchical advantage:
+        # without any, `find_candidates` finds nobody. Decided before the walk of the cohort
+        # tree, which a head that fails every cycle would otherwise pay for each time.
+        return None
+    if classic_reach:
         p.reach = reach_other_teams(cy, p)
         within_nominal = cy.within_nominal(task.team, pool, task.resources)
         hierarchical = not within_nominal and any(r.advantage for r in p.reach.values())

@@ -266,16 +266,20 @@ class QuotaTree:
         dm = (nm - gm if nm > gm else 0) - (old.memory_mib - gm if old.memory_mib > gm else 0)
         if not (dg or dc or dm):
             return
-        stored_delta = Resources(dg, dc, dm)
+        cohort_local = self.cohort_local
         for cohort in self._ancestors.get(team, ()):
             ck = (cohort, pool)
             old_c = cohort_usage[ck]
-            new_c = old_c + stored_delta
-            cohort_usage[ck] = new_c
-            local = self.cohort_local[ck]
-            if not local.is_zero():  # only usage above the cohort's local quota goes further up
-                stored_delta = _pos(new_c - local) - _pos(old_c - local)
-                if stored_delta.is_zero():
+            og, oc, om = old_c.gpus, old_c.cpu_milli, old_c.memory_mib
+            ng, nc, nm = og + dg, oc + dc, om + dm
+            cohort_usage[ck] = Resources(ng, nc, nm)
+            local = cohort_local[ck]
+            lg, lc, lm = local.gpus, local.cpu_milli, local.memory_mib
+            if lg or lc or lm:  # only usage above the cohort's local quota goes further up
+                dg = (ng - lg if ng > lg else 0) - (og - lg if og > lg else 0)
+                dc = (nc - lc if nc > lc else 0) - (oc - lc if oc > lc else 0)
+                dm = (nm - lm if nm > lm else 0) - (om - lm if om > lm else 0)
+                if not (dg or dc or dm):
                     return
 
     # --- the arithmetic --------------------------------------------------------------------------
@@ -309,12 +313,28 @@ class QuotaTree:
 
         `isolated` treats the team as having no cohort (the `static` engine).
         """
-        q = self.quotas.get((team, pool))
+        key = (team, pool)
+        q = self.quotas.get(key)
         if q is None:
             return ZERO
-        used = self.usage[(team, pool)]
-        if isolated or not self._ancestors.get(team):
+        used = self.usage[key]
+        chain = self._ancestors.get(team)
+        if isolated or not chain:
             return q.nominal - used
+        if not self._cohort_limits and not q.limited_borrowing:
+            # The common case, in integers with one `Resources` built: every fit check of every
+            # cycle comes through here. `_pos(guaranteed − used) + root subtree quota − root usage`.
+            rk = (chain[-1], pool)
+            sq, cu, g = self.subtree_quota[rk], self.cohort_usage[rk], q.guaranteed
+            return Resources(
+                (g.gpus - used.gpus if g.gpus > used.gpus else 0) + sq.gpus - cu.gpus,
+                (g.cpu_milli - used.cpu_milli if g.cpu_milli > used.cpu_milli else 0)
+                + sq.cpu_milli
+                - cu.cpu_milli,
+                (g.memory_mib - used.memory_mib if g.memory_mib > used.memory_mib else 0)
+                + sq.memory_mib
+                - cu.memory_mib,
+            )
         parent_avail = self._parent_available(team, pool)
         if q.limited_borrowing:
             used_in_parent = _pos(used - q.guaranteed)

@@ -15,8 +15,8 @@ from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import NodeSlice
 
 
-@dataclass(frozen=True, slots=True)
-class _Change:
+@dataclass(slots=True)
+class _Change:  # not frozen: one is built per what-if step, and a frozen init costs twice as much
     team: str
     pool: str
     usage: Resources  # added to the team's usage
