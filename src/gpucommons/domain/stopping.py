@@ -86,50 +86,33 @@ def next_stop_step(plan: StopPlan, now: float, *, signal_sent: bool, kill_sent: 
     once SIGKILL is sent only the exit remains, with no retry (`stop_step` retries)."""
     if kill_sent:
         return StopStep(StopAction.WAIT_FOR_EXIT)
-    step = _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, kills=_NO_KILLS)
+    step = _step(plan.deadline, plan.signum, now, signal_sent=signal_sent, stored=StopFields())
     # No retry here: after SIGKILL the caller looks again when the exit is seen.
     return replace(step, wake_at=None) if step.action is StopAction.KILL else step
 
 
-@dataclass(frozen=True, slots=True)
-class _Kills:
-    """The SIGKILLs sent so far: the first's and the last's time, whether the stop has given up."""
-
-    first_at: float | None = None
-    last_at: float | None = None
-    gave_up: bool = False
-
-
-_NO_KILLS = _Kills()
-
-
-def _step(
-    deadline: float,
-    signum: int,
-    now: float,
-    *,
-    signal_sent: bool,
-    kills: _Kills,
-    retry_s: float = KILL_RETRY_S,
-    give_up_s: float = GIVE_UP_AFTER_S,
-) -> StopStep:
+def _step(deadline: float, signum: int, now: float, *, signal_sent: bool, stored: StopFields) -> StopStep:
     """The one rule of every stop: signal first, wait out the deadline, SIGKILL; then SIGKILL again
-    every `retry_s` until the end is seen, and give up sending after `give_up_s`."""
-    if kills.first_at is not None:
-        if kills.gave_up:
+    every `KILL_RETRY_S` until the end is seen, and give up sending after `GIVE_UP_AFTER_S` (the
+    kills so far are `stored`'s `killed_at`, `last_kill_at` and `gave_up_at`)."""
+    if stored.killed_at is not None:
+        if stored.gave_up_at is not None:
             return StopStep(StopAction.WAIT_FOR_EXIT)
-        give_up_at = kills.first_at + give_up_s
+        give_up_at = stored.killed_at + GIVE_UP_AFTER_S
         if now >= give_up_at:
             return StopStep(StopAction.GIVE_UP)
-        retry_at = (kills.last_at if kills.last_at is not None else kills.first_at) + retry_s
+        last = stored.last_kill_at if stored.last_kill_at is not None else stored.killed_at
+        retry_at = last + KILL_RETRY_S
         if now >= retry_at:
-            return StopStep(StopAction.KILL, signum=signal.SIGKILL, wake_at=min(now + retry_s, give_up_at))
+            return StopStep(
+                StopAction.KILL, signum=signal.SIGKILL, wake_at=min(now + KILL_RETRY_S, give_up_at)
+            )
         return StopStep(StopAction.WAIT_FOR_EXIT, wake_at=min(retry_at, give_up_at))
     if not signal_sent:
         # Even with no grace period the task gets its signal first (then SIGKILL at once).
         return StopStep(StopAction.SEND_SIGNAL, signum=signum, wake_at=deadline)
     if now >= deadline:
-        return StopStep(StopAction.KILL, signum=signal.SIGKILL, wake_at=now + retry_s)
+        return StopStep(StopAction.KILL, signum=signal.SIGKILL, wake_at=now + KILL_RETRY_S)
     return StopStep(StopAction.WAIT, wake_at=deadline)
 
 
@@ -163,46 +146,29 @@ class StopFields:
             first = self.killed_at if self.killed_at is not None else now
             # A kill stored by an older version (no count) was one.
             sent = max(self.kills, 1 if self.killed_at is not None else 0) + 1
-            return StopFields(self.requested_at, self.deadline, first, sent, last_kill_at=now)
+            return replace(self, killed_at=first, kills=sent, last_kill_at=now)
         if step.action is StopAction.GIVE_UP:
-            return StopFields(
-                self.requested_at,
-                self.deadline,
-                self.killed_at,
-                self.kills,
-                self.last_kill_at,
-                gave_up_at=now,
-            )
+            return replace(self, gave_up_at=now)
         return self
 
 
-def stop_step(
-    fields: StopFields,
-    now: float,
-    *,
-    grace_s: float,
-    signum: int,
-    retry_s: float = KILL_RETRY_S,
-    give_up_s: float = GIVE_UP_AFTER_S,
-) -> StopStep:
+def stop_step(fields: StopFields, now: float, *, grace_s: float, signum: int) -> StopStep:
     """The next step of a stop the caller wants (or has started), given its stored fields.
 
     No stop yet: signal now, SIGKILL due after the class's `grace_s`. Started: the deadline stored
     when it started stands (a policy applied meanwhile changes later stops, not this one); a stop
     recorded without one (Kueue's evictions leave the grace to the cluster) gets `grace_s` from its
     request rather than an immediate SIGKILL. Once SIGKILL is sent it is sent again every
-    `retry_s` until the backend reports the end, and after `give_up_s` the stop gives up sending
-    (GIVE_UP, once; then it only waits): a person must look at a process no SIGKILL ends.
+    `KILL_RETRY_S` until the backend reports the end, and after `GIVE_UP_AFTER_S` the stop gives
+    up sending (GIVE_UP, once; then it only waits): a person must look at a process no SIGKILL
+    ends.
     """
-    kills = _Kills(fields.killed_at, fields.last_kill_at, fields.gave_up_at is not None)
     return _step(
         fields.kill_due(grace_s, now),
         signum,
         now,
         signal_sent=fields.requested_at is not None,
-        kills=kills,
-        retry_s=retry_s,
-        give_up_s=give_up_s,
+        stored=fields,
     )
 
 
