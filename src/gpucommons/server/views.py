@@ -111,14 +111,6 @@ def queue_entries(
     return out
 
 
-def queue(scheduler: TaskWorker, visible: Collection[str], now: float) -> list[schemas.QueueEntry]:
-    """Every pending task the caller may see, in the order the engine considers them."""
-    placed = scheduler.positions()
-    published = scheduler.view
-    shown = [row for row in queue_order(published.pending) if row[0].team in visible]
-    return queue_entries(shown, published.reasons, placed, now)
-
-
 def gauges(scheduler: TaskWorker) -> GaugeSnapshot:
     published = scheduler.view
     view, policy = published.usage, published.policy

@@ -47,7 +47,9 @@ def fill_and_queue(h: Harness, clock: ManualClock) -> None:
 
 def fresh(h: Harness, visible: frozenset[str]) -> tuple[bytes, str]:
     """The answer built the way the route built it before answers were kept: body and weak ETag."""
-    entries = views.queue(h.ctx.scheduler, visible, h.ctx.clock.now())
+    published = h.ctx.scheduler.view
+    shown = [row for row in views.queue_order(published.pending) if row[0].team in visible]
+    entries = views.queue_entries(shown, published.reasons, h.ctx.scheduler.positions(), h.ctx.clock.now())
     with h.ctx.db.session() as session:
         names = {i: n for i, n in session.execute(select(TaskRow.id, TaskRow.name))}
     for e in entries:

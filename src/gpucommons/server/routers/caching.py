@@ -69,10 +69,15 @@ def json_answer(
     unchanged = not_modified(request, tag, headers)
     if unchanged is not None:
         return unchanged
+    return json_bytes(body, tag, headers)
+
+
+def json_bytes(body: bytes, etag: str, headers: Mapping[str, str] | None = None) -> Response:
+    """A JSON body already serialised, with its ETag (the caller has checked `not_modified`)."""
     return Response(
         body,
         media_type="application/json",
-        headers={"ETag": tag, "Cache-Control": CACHE_CONTROL, **(headers or {})},
+        headers={"ETag": etag, "Cache-Control": CACHE_CONTROL, **(headers or {})},
     )
 
 

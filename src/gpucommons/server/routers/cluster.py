@@ -19,7 +19,7 @@ from gpucommons.ledger.interval import UsageInterval
 from gpucommons.server import views
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
-from gpucommons.server.routers.caching import CACHE_CONTROL, NOT_MODIFIED, json_answer, not_modified
+from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, json_bytes, not_modified
 from gpucommons.server.routers.queue_answers import QueueAnswersDep
 from gpucommons.server.services import ledger, policies
 from gpucommons.server.workers.commands import ApplyPolicy
@@ -60,11 +60,7 @@ def queue(
     unchanged = not_modified(request, answer.etag)  # before the body is assembled
     if unchanged is not None:
         return unchanged
-    return Response(
-        answer.body(ctx.clock.now()),
-        media_type="application/json",
-        headers={"ETag": answer.etag, "Cache-Control": CACHE_CONTROL},
-    )
+    return json_bytes(answer.body(ctx.clock.now()), answer.etag)
 
 
 def _intervals(

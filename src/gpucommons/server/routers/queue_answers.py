@@ -129,13 +129,13 @@ class Fragments:
         texts: dict[Pending | None, bytes] = {}
         rows = []
         for task, position, team_position in order:
-            part = known.get(task.id)
-            if part is None or (part.task is not task and part.task != task):
+            if stale(task):
                 name = names.get(task.id)
                 part = _TaskPart.of(task, name or "")
                 if name is not None:
                     tasks[task.id] = part
             else:
+                part = known[task.id]
                 tasks[task.id] = part
             reason = reasons.get(task.id)
             text = texts.get(reason)
