@@ -18,6 +18,9 @@ The pipeline (Kueue `scheduler.go`, `schedule()`):
      (docs/design.md, trap 1). As in Kueue, several teams of a cohort may plan in one cycle: each
      plan is made on a view where earlier plans' victims are gone (Kueue `fits` with the preempted
      workloads removed), and victims never overlap;
+   - else, with node placement, if quota allows it and only fragmentation stops it, cheap tasks
+     that fit again elsewhere at once are moved to make room (`engine/consolidation.py`; not in
+     Kueue) → preempt them and reserve, as above;
    - else it waits, with a reason.
 4. **Next.** With `multi_admit` a team's next task becomes a head in the same cycle after an
    admission; Kueue admits one head per team per cycle, so with it off the caller calls
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from gpucommons.domain.model import BudgetEnforcement, QueueingStrategy, SchedulingMode
 from gpucommons.domain.money import to_cents
 from gpucommons.domain.resources import ZERO, Resources
+from gpucommons.engine.consolidation import plan_consolidation, tasks_by_node
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share
 from gpucommons.engine.placement import PoolNodes
@@ -60,6 +64,7 @@ from gpucommons.engine.types import (
     Pending,
     PendingCode,
     Preempt,
+    PreemptReason,
     RunningTask,
     TaskRequest,
 )
@@ -164,6 +169,10 @@ class _Scheduler:
         #: The pool and undo mark of the plan view entered, if one is.
         self._in_view: tuple[str, int] | None = None
         self._tick = 0
+        #: Consolidation: per pool, the running tasks on each node (they do not change within a
+        #: cycle), and per (pool, partition) the fewest GPUs no plan could make room for.
+        self._on_nodes: dict[str, dict[int, list[RunningTask]]] = {}
+        self._no_room: dict[tuple[str, str], int] = {}
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -314,6 +323,9 @@ class _Scheduler:
         best = self._best_preemption(task, pools)
         if best is not None:
             self._reserve(task, best[0], [], best[1])
+            self._after_preemption(cursor)
+            return
+        if self._consolidate(task, pools):
             self._after_preemption(cursor)
             return
         reason = pending_reason(cy, task, pools[0])
@@ -468,6 +480,33 @@ class _Scheduler:
                 if rank == (0, 0):
                     break  # nothing ranks better
         return (best[1], best[2]) if best is not None else None
+
+    def _consolidate(self, task: TaskRequest, pools: list[str]) -> bool:
+        """Move cheap tasks so that a head its quota allows, but no node holds, fits
+        (engine/consolidation.py); the head then waits for them like any preemptor."""
+        cy = self.cy
+        if not cy.config.consolidation or not cy.config.node_placement:
+            return False
+        partition = cy.state.nodes.partition
+        for pool in pools:
+            if not task.resources.fits_in(cy.quota.available(task.team, pool, cy.isolated)):
+                continue
+            scope = (pool, partition.get(task.team, ""))
+            failed = self._no_room.get(scope)
+            if failed is not None and failed <= task.resources.gpus:
+                continue  # asks no less than a head no plan could make room for in this cycle
+            by_node = self._on_nodes.get(pool)
+            if by_node is None:
+                by_node = self._on_nodes[pool] = tasks_by_node(cy, pool)
+            plan = plan_consolidation(cy, task, pool, by_node)
+            if plan is None:
+                self._no_room[scope] = task.resources.gpus
+                continue
+            targets = [Target(rt, PreemptReason.CONSOLIDATION) for rt in plan.moved]
+            self._reserve(task, pool, [], targets)
+            self._no_room.clear()
+            return True
+        return False
 
     def _after_preemption(self, cursor: _TeamCursor) -> None:
         """The team's head waits for its victims: others of the team may still use what is left

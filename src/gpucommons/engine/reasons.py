@@ -137,6 +137,13 @@ def preempt_message(cy: Cycle, victim: RunningTask, preemptor: TaskRequest, reas
             f"borrow within cohort: team {v.team} borrows {borrowed} {gpu} GPUs and {who} "
             f"outranks it (priority {v.priority}); frees {size}"
         )
+    if reason is PreemptReason.CONSOLIDATION:
+        return (
+            f"consolidation: moved off node {victim.admission.placement[0].node} so that {who}, "
+            f"which waits on fragmented GPUs alone, fits; it fits again elsewhere at once; frees {size}"
+            if victim.admission.placement
+            else f"consolidation: moved so that {who} fits; frees {size}"
+        )
     return (
         f"fair share: team {v.team} holds a larger share of the cohort's lendable capacity than "
         f"team {preemptor.team} would with {who}; frees {size}"

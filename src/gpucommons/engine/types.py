@@ -77,6 +77,8 @@ class PreemptReason(StrEnum):
     RECLAIM = "reclaim"
     BORROW_WITHIN_COHORT = "borrow_within_cohort"
     FAIR_SHARE = "fair_share"
+    #: Moved off a node so that a task waiting on fragmentation alone fits (engine/consolidation.py).
+    CONSOLIDATION = "consolidation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +178,14 @@ class EngineConfig:
     enforce_budgets: bool = True
     #: Fair-share mode: the preemption strategies, tried in order (Kueue's default pair).
     fair_share_strategies: tuple[FairShareStrategy, ...] = DEFAULT_FAIR_SHARE_STRATEGIES
+    #: Move cheap tasks off a node when a head waits on fragmentation alone (engine/consolidation.py);
+    #: needs node placement. Off in Kueue (it has no such step) and in the `static` baseline.
+    consolidation: bool = True
+    #: The most unsaved work (GPU-seconds) a task may lose by a move: 15 GPU-minutes.
+    consolidation_max_unsaved_gpu_s: float = 900.0
+    #: A task is moved only after running this long since its last admission (and its class's
+    #: min_runtime): no task moves twice without progress, and moves cannot ping-pong.
+    consolidation_min_run_s: float = 300.0
 
     @property
     def node_placement(self) -> bool:
@@ -194,11 +204,12 @@ class EngineConfig:
             min_runtime_protection=False,
             placement=Placement.NONE,
             enforce_budgets=False,
+            consolidation=False,
         )
 
     @classmethod
     def static_partition(cls) -> EngineConfig:
-        return cls(static=True)
+        return cls(static=True, consolidation=False)
 
     @classmethod
     def named(cls, name: str) -> EngineConfig:

@@ -252,6 +252,7 @@ class MiniSim:
                 check_cycle(self.state, d, usage_before)
                 check_subtrees_within_quota_kept(self.state, d)
                 check_preemptions_make_room(self.state, d, now, self.config)
+                check_consolidation(self.state, d, now, self.config)
             apply_decisions(self.state, d, now)
             self.result.decisions.append(d)
             for a in d.admit:
@@ -315,6 +316,8 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
         assert rt.task.preemptible, f"non-preemptible {p.victim_id} chosen as a victim"
         preemptor = state.pending(p.preemptor_id)
         assert preemptor is not None
+        if p.reason is PreemptReason.CONSOLIDATION:
+            continue  # a move of any team's task, with rules of its own: `check_consolidation`
         if p.reason is not PreemptReason.WITHIN_TEAM:
             assert rt.task.team != preemptor.team
             key = (rt.task.team, rt.admission.pool)
@@ -331,6 +334,26 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
             )
 
 
+def check_consolidation(state: ClusterState, d: Decisions, now: float, config: EngineConfig) -> None:
+    """A consolidation move takes only a cheap task (engine/consolidation.py: one node, little unsaved
+    work, run long enough, never a non-preemptible class) for a preemptor its quota already allowed."""
+    for p in d.preempt:
+        if p.reason is not PreemptReason.CONSOLIDATION:
+            continue
+        assert config.consolidation and config.node_placement, f"{p.victim_id} moved by an engine without it"
+        rt = state.running(p.victim_id)
+        preemptor = state.pending(p.preemptor_id)
+        assert rt is not None and preemptor is not None
+        cls = state.priority_class(rt.task.priority_class)
+        min_runtime = cls.min_runtime_s if cls is not None else 300
+        ran = now - rt.admitted_at
+        assert len(rt.admission.placement) == 1, f"{p.victim_id} on several nodes was moved"
+        assert rt.unsaved_gpu_s <= config.consolidation_max_unsaved_gpu_s, f"{p.victim_id} lost too much"
+        assert ran >= config.consolidation_min_run_s and ran >= min_runtime, f"{p.victim_id} moved too soon"
+        available = state.quota.available(preemptor.team, rt.admission.pool, config.static)
+        assert preemptor.resources.fits_in(available), f"{p.preemptor_id} moved others beyond its quota"
+
+
 def check_subtrees_within_quota_kept(state: ClusterState, d: Decisions) -> None:
     """Classic mode: reclaim from another team goes through their lowest common cohort, and takes only from a
     side of the tree that uses more than its quota: every cohort between the victim's team and that
@@ -343,7 +366,11 @@ def check_subtrees_within_quota_kept(state: ClusterState, d: Decisions) -> None:
     for p in d.preempt:
         rt = state.running(p.victim_id)
         preemptor = state.pending(p.preemptor_id)
-        if p.reason is PreemptReason.WITHIN_TEAM or rt is None or preemptor is None:
+        if (
+            p.reason in (PreemptReason.WITHIN_TEAM, PreemptReason.CONSOLIDATION)
+            or rt is None
+            or preemptor is None
+        ):
             continue
         if rt.task.resources.cpu_milli or rt.task.resources.memory_mib:
             continue  # GPUs only: a CPU or memory shortage reaches other components

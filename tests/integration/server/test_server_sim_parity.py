@@ -221,3 +221,33 @@ def test_live_scheduler_decides_as_the_simulator_through_reclaims_and_preemption
         assert reasons.count("reclaim") >= 3, f"seed {seed}: too few reclaims: {reasons}"
         assert reasons.count("within_team") >= 1, f"seed {seed}: no preemption within a team: {reasons}"
         assert len(admits) > len(jobs), f"seed {seed}: no preempted job was admitted again"
+
+
+def test_live_scheduler_consolidates_as_the_simulator(tmp_path: Path) -> None:
+    """Issue 9, item 3: two long 2-GPU tasks end up on different nodes (their neighbour ended), and a
+    4-GPU task then fits on no node: both sides move the same cheap task (ran past its move wait,
+    640 GPU-s unsaved) for it, at the same instant, and admit it and the moved task elsewhere."""
+
+    def job(name: str, team: str, at: float, gpus: int, duration: float) -> SimJob:
+        return SimJob(
+            job_id=name,
+            team=team,
+            submit_s=at,
+            duration_s=duration,
+            resources=Resources(gpus=gpus),
+            priority_class="low",
+            checkpoint_interval_s=NEVER_CHECKPOINTS,
+        )
+
+    jobs = [
+        job("long0", "a", 0.0, 2, 400.0),
+        job("short", "b", 0.0, 2, 10.0),
+        job("long1", "b", 0.0, 2, 400.0),
+        job("big", "a", 320.0, 4, 5.0),
+    ]
+    expected = simulated(jobs)
+    moves = [d for d in expected if d.kind == "preempt"]
+    assert moves == [Decision(320.0, "preempt", "long0", ("big", "consolidation"))], expected
+    later = {d.task: d.detail[1] for d in expected if d.kind == "admit" and d.at >= 320.0}
+    assert set(later) == {"big", "long0"} and later["big"][0][0] != later["long0"][0][0]  # two nodes
+    assert live(jobs, tmp_path / "live") == expected

@@ -103,3 +103,35 @@ def test_fair_share_runs_keep_the_invariants(sc: tuple[Policy, list[Job], str]) 
     fair = replace(policy, scheduling=replace(policy.scheduling, mode=SchedulingMode.FAIR_SHARE), _index={})
     result = MiniSim(fair, CONFIGS[config], grace_s=0.0).run(jobs)
     assert all(n <= 1 for n in result.per_instant.values())
+
+
+@st.composite
+def fragmenting(draw: st.DrawFn) -> tuple[Policy, list[Job]]:
+    """Small long tasks first, node-sized and larger ones after their move wait: the shape that
+    fragments nodes and makes consolidation move tasks (a plain workload rarely does)."""
+    policy = draw(policies())
+    jobs = draw(workloads(policy))
+    gpn = max(p.gpus_per_node for p in policy.pools)
+
+    def sized(job: Job, gpus: int) -> Job:
+        return replace(job, task=replace(job.task, resources=replace(job.task.resources, gpus=gpus)))
+
+    small = [replace(sized(j, 1 + j.task.resources.gpus % 3), duration_s=j.duration_s + 1200.0) for j in jobs]
+    later = [
+        Job(replace(j.task, id=f"{j.task.id}b", seq=j.task.seq + 100), j.submit_s + 900.0, j.duration_s)
+        for j in jobs[: draw(st.integers(1, 4))]
+    ]
+    big = [sized(j, gpn) for j in later]
+    return policy, small + big
+
+
+@FUZZ
+@given(fragmenting(), st.sampled_from([0.0, 30.0]))
+def test_consolidation_keeps_the_invariants_and_never_moves_a_task_twice_at_once(
+    sc: tuple[Policy, list[Job]], grace: float
+) -> None:
+    """Every cycle's checks (capacity, quotas, `check_consolidation`: only cheap tasks, for a head its
+    quota allows) hold through runs that fragment nodes; no task is moved twice at one instant."""
+    policy, jobs = sc
+    result = MiniSim(policy, EngineConfig.commons(), grace_s=grace).run(jobs)
+    assert all(n <= 1 for n in result.per_instant.values()), result.per_instant

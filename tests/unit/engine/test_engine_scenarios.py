@@ -14,6 +14,7 @@ from gpucommons.testing.builders import decide_checked, make_policy, make_state,
 COMMONS = EngineConfig.commons()
 KUEUE = EngineConfig.kueue()
 NO_PLACEMENT = EngineConfig(placement=Placement.NONE)
+NO_CONSOLIDATION = EngineConfig(consolidation=False)
 
 
 @dataclass(frozen=True)
@@ -745,6 +746,7 @@ SCENARIOS = [
         ),
         pending={"a": PendingCode.NO_NODE_FITS},
         message={"a": "largest free block is 4"},
+        config=NO_CONSOLIDATION,  # with it, r0 moves (test_engine_consolidation.py)
     ),
     Scenario(
         "without_node_placement_fragmentation_does_not_matter",
