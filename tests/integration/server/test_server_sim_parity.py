@@ -39,6 +39,7 @@ from gpucommons.sim.jobs import SimJob
 from gpucommons.sim.simulator import SimConfig, simulate
 from gpucommons.store.history_models import PreemptionRow
 from gpucommons.store.models import UsageIntervalRow
+from gpucommons.testing.sim import job as sim_job
 
 POLICY = """
 cluster:
@@ -229,15 +230,7 @@ def test_live_scheduler_consolidates_as_the_simulator(tmp_path: Path) -> None:
     640 GPU-s unsaved) for it, at the same instant, and admit it and the moved task elsewhere."""
 
     def job(name: str, team: str, at: float, gpus: int, duration: float) -> SimJob:
-        return SimJob(
-            job_id=name,
-            team=team,
-            submit_s=at,
-            duration_s=duration,
-            resources=Resources(gpus=gpus),
-            priority_class="low",
-            checkpoint_interval_s=NEVER_CHECKPOINTS,
-        )
+        return sim_job(name, team, at, duration, gpus, priority="low", checkpoint_interval_s=1e9)
 
     jobs = [
         job("long0", "a", 0.0, 2, 400.0),
