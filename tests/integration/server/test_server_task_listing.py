@@ -4,7 +4,6 @@ none, a task whose attempt row is gone, each filter, each page, and only what th
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from sqlalchemy import Select, func, select
 from tests.integration.server.conftest import Harness
+from tests.unit.server.task_columns import ATTEMPT_COLUMNS, task_columns
 
 from gpucommons.api import schemas
 from gpucommons.backends.clock import SystemClock
@@ -22,11 +22,6 @@ from gpucommons.server.services import convert
 from gpucommons.store.models import AttemptRow, TaskRow
 
 TASKS = TypeAdapter(list[schemas.Task])
-STATES = ["pending", "admitted", "running", "preempting", "succeeded", "failed", "cancelled"]
-INT32 = st.integers(-(2**31), 2**31 - 1)
-#: What both stores keep as given: no NUL (PostgreSQL refuses it), no lone surrogates.
-TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)
-TIME = st.floats(0, 4e9, allow_nan=False)
 
 
 @pytest.fixture
@@ -108,71 +103,22 @@ def test_a_poll_of_an_unchanged_list_gets_304_and_a_change_a_new_body(harness: H
     assert changed.content == before(harness, newest("a", "b").limit(5))
 
 
-_SEQ = itertools.count(1_000_000)
-
-
-@st.composite
-def stored(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A task's columns with every field set (or left out), and its attempt's (or none)."""
-    n = next(_SEQ)
-    task: dict[str, Any] = dict(
-        id=f"h{n}",
-        seq=n,
-        name=draw(TEXT),
-        team=draw(st.sampled_from(["a", "b"])),
-        state=draw(st.sampled_from(STATES)),
-        priority_class=draw(TEXT),
-        priority_value=draw(INT32),
-        command=draw(st.lists(TEXT, max_size=3)),
-        gpus=draw(INT32),
-        cpu_milli=draw(INT32),
-        memory_mib=draw(INT32),
-        pool_request=draw(st.none() | TEXT),
-        checkpoint_mode=draw(st.sampled_from(["none", "on-signal", "every"])),
-        checkpoint_interval_s=draw(st.none() | INT32),
-        submitted_at=draw(TIME),
-        queued_at=draw(TIME),
-        admitted_at=draw(st.none() | TIME),
-        started_at=draw(st.none() | TIME),
-        finished_at=draw(st.none() | TIME),
-        restart_count=draw(INT32),
-        preemptions=draw(INT32),
-        exit_code=draw(st.none() | INT32),
-        cancel_requested=draw(st.booleans()),
-        last_checkpoint_at=draw(st.none() | TIME),
-        lost_gpu_seconds=draw(st.floats(allow_nan=False)),
-        message=draw(TEXT),
-        submitted_by=draw(TEXT),
-        image=draw(st.none() | TEXT),
-        cluster_ref=draw(st.none() | TEXT),
-        origin=draw(st.sampled_from(["commons", "cluster"])),
-    )
-    attempt = draw(
-        st.none()
-        | st.fixed_dictionaries(
-            dict(
-                admitted_at=TIME,
-                pool=TEXT,
-                gpu_indices=st.lists(INT32, max_size=4),
-                borrowed_gpus=INT32,
-            )
-        )
-    )
-    return task, attempt
+#: A task of a team the admin sees, and its attempt or none (its id and seq are given when stored).
+STORED = st.tuples(task_columns(st.just(""), st.just(0), st.sampled_from(["a", "b"])), ATTEMPT_COLUMNS)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stored())
+@given(STORED)
 def test_any_stored_task_is_listed_as_the_orm_and_pydantic_wrote_it(
     harness: Harness, made: tuple[dict[str, Any], dict[str, Any] | None]
 ) -> None:
     columns, attempt_columns = made
     with harness.ctx.db.session() as session:
-        session.add(task := TaskRow(**columns))
+        seq = (session.scalar(select(func.max(TaskRow.seq))) or 0) + 1  # the newest: listed first
+        session.add(task := TaskRow(**{**columns, "id": f"h{seq}", "seq": seq}))
         session.flush()
         if attempt_columns is not None:
             session.add(attempt := AttemptRow(task_id=task.id, **attempt_columns))
             session.flush()
             task.attempt_id = attempt.id
-        assert session.scalar(select(func.max(TaskRow.seq))) == task.seq
     assert listed(harness, "/api/v1/tasks?limit=1") == before(harness, newest("a", "b").limit(1))
