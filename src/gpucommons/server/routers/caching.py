@@ -64,7 +64,14 @@ def json_answer(
     etag: str | None = None,
 ) -> Response:
     """`value` as JSON with an ETag (its hash, unless given), or 304 when the caller holds it."""
-    body = adapter.dump_json(value)
+    return body_answer(request, adapter.dump_json(value), headers=headers, etag=etag)
+
+
+def body_answer(
+    request: Request, body: bytes, *, headers: Mapping[str, str] | None = None, etag: str | None = None
+) -> Response:
+    """A JSON body already serialised, with an ETag (its hash, unless given), or 304 when the
+    caller holds it."""
     tag = etag or etag_of(body)
     unchanged = not_modified(request, tag, headers)
     if unchanged is not None:

@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import AfterValidator, TypeAdapter
+from pydantic import AfterValidator
 from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
@@ -24,8 +24,8 @@ from gpucommons.server.auth import current_principal
 from gpucommons.server.auth.audit import audit_event, audit_note, audit_recorded
 from gpucommons.server.context import ServerContext
 from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
-from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, link_header, query_string
-from gpucommons.server.services import convert
+from gpucommons.server.routers.caching import NOT_MODIFIED, body_answer, link_header, query_string
+from gpucommons.server.services import convert, task_listing
 from gpucommons.server.services import tasks as service
 from gpucommons.server.workers.commands import Cancel, RecordCheckpoint
 from gpucommons.store.models import TaskRow
@@ -108,9 +108,6 @@ def _require_image(ctx: ServerContext, body: schemas.TaskSubmit) -> None:
         )
 
 
-_TASKS = TypeAdapter(list[schemas.Task])
-
-
 @router.get("", response_model=list[schemas.Task], responses=NOT_MODIFIED)
 def list_tasks(
     request: Request,
@@ -134,8 +131,6 @@ def list_tasks(
         rows = service.list_tasks(
             session, ctx.policies.policy, who, team, state or (), limit + 1, int(after) if after else None
         )
-        borrowed = ctx.scheduler.view.usage.borrowed_by_task
-        out = [convert.task(r, borrowed) for r in rows[:limit]]
     headers = {}
     if len(rows) > limit:
         cursor = str(rows[limit - 1].seq)
@@ -146,7 +141,8 @@ def list_tasks(
             "Link": link_header(f"{request.url.path}?{query_string(params)}", "next"),
             "X-Next-Cursor": cursor,
         }
-    return json_answer(request, _TASKS, out, headers=headers)
+    body = task_listing.render(rows[:limit], ctx.scheduler.view.usage.borrowed_by_task)
+    return body_answer(request, body, headers=headers)
 
 
 @router.get("/{task_id}", response_model=schemas.Task)

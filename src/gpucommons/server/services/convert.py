@@ -18,15 +18,20 @@ def utc_or_none(ts: float | None) -> datetime | None:
 
 
 def checkpoint_text(row: TaskRow) -> str | None:
-    if row.checkpoint_mode == "on-signal":
+    return checkpoint_of(row.checkpoint_mode, row.checkpoint_interval_s)
+
+
+def checkpoint_of(mode: str, interval_s: int | None) -> str | None:
+    """The task's checkpoint declaration as submitted (`on-signal`, `every:<seconds>s`), or None."""
+    if mode == "on-signal":
         return "on-signal"
-    if row.checkpoint_mode == "every" and row.checkpoint_interval_s:
-        return f"every:{row.checkpoint_interval_s}s"
+    if mode == "every" and interval_s:
+        return f"every:{interval_s}s"
     return None
 
 
 #: States in which a task holds GPUs, so that what it borrows is a fact of now, not of its admission.
-_HOLDING = frozenset({"admitted", "running", "preempting"})
+HOLDING = frozenset({"admitted", "running", "preempting"})
 
 
 def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas.Task:
@@ -34,7 +39,7 @@ def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas
     borrowing; without it, or for a task that holds nothing, the row's value at admission stands."""
     attempt = row.attempt
     borrowed = attempt.borrowed_gpus if attempt is not None else 0
-    if borrowed_now is not None and row.state in _HOLDING:
+    if borrowed_now is not None and row.state in HOLDING:
         borrowed = borrowed_now.get(row.id, 0)
     return schemas.Task(
         id=row.id,

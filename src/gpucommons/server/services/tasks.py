@@ -10,8 +10,9 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
@@ -23,6 +24,7 @@ from gpucommons.domain.task import TaskState
 from gpucommons.identity.authz import Action, authorize, visible_teams
 from gpucommons.identity.classes import class_denial
 from gpucommons.identity.principal import Principal
+from gpucommons.server.services import task_listing
 from gpucommons.server.services.checkpoints import parse_checkpoint, require_declaration
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.store.models import AttemptRow, TaskEventRow, TaskRow
@@ -150,20 +152,21 @@ def list_tasks(
     states: Sequence[str] = (),
     limit: int = 500,
     before_seq: int | None = None,
-) -> list[TaskRow]:
-    """Newest first; `before_seq` continues a listing after the row with that seq (keyset paging)."""
+) -> list[Row[Any]]:
+    """Newest first, as rows of `task_listing.listing` (for `task_listing.render`); `before_seq`
+    continues a listing after the row with that seq (keyset paging). Only the teams `who` may see."""
     teams = visible_teams(who, policy)
     if team is not None:
         if team not in teams:
             return []
         teams = frozenset({team})
-    query = select(TaskRow).where(TaskRow.team.in_(sorted(teams)))
+    query = task_listing.listing().where(TaskRow.team.in_(sorted(teams)))
     if states:
         query = query.where(TaskRow.state.in_(list(states)))
     if before_seq is not None:
         query = query.where(TaskRow.seq < before_seq)
     query = query.order_by(TaskRow.seq.desc()).limit(limit)
-    return list(session.scalars(query))
+    return list(session.execute(query))
 
 
 def attempts(session: Session, task_id: str) -> list[AttemptRow]:
