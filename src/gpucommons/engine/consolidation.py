@@ -16,8 +16,8 @@ scheduler's `consolidation` action is the reference (docs/engine.md, "Consolidat
   issues the plan as preemptions for the head (`PreemptReason.CONSOLIDATION`), which then waits for
   its victims like any preemptor.
 
-Of the plans that work, the cheapest is taken: least unsaved work, then fewest tasks, then fewest
-GPUs moved, then the lowest node index (deterministic).
+Of the plans that work, the cheapest is taken: least unsaved work, then fewest GPUs moved, then
+fewest tasks, then the lowest node index (deterministic).
 """
 
 from __future__ import annotations
@@ -101,17 +101,28 @@ def _owned(nodes: PoolNodes, part: str) -> Iterable[int]:
 def _cost(moved: tuple[RunningTask, ...], first_node: int) -> Cost:
     return (
         sum(rt.unsaved_gpu_s for rt in moved),
-        len(moved),
         sum(rt.task.resources.gpus for rt in moved),
+        len(moved),
         first_node,
+    )
+
+
+def _room_elsewhere(nodes: PoolNodes, part: str, emptied: list[int], moved: tuple[RunningTask, ...]) -> bool:
+    """What a plan needs before it is worth a trial: the GPUs free outside the nodes it empties hold
+    the moved tasks' GPUs, and no moved task is larger than the largest free block (else it could
+    only go back where it was: moving an 8-GPU task off a full node for an 8-GPU head is a swap)."""
+    outside = nodes.free_in(part) - sum(nodes.free_count(n) for n in emptied)
+    largest = nodes.largest_free_block(part)
+    return sum(rt.task.resources.gpus for rt in moved) <= outside and all(
+        rt.task.resources.gpus <= largest for rt in moved
     )
 
 
 def _node_choices(
     cy: Cycle, nodes: PoolNodes, part: str, gpus: int, by_node: dict[int, list[RunningTask]]
 ) -> list[tuple[Cost, tuple[RunningTask, ...]]]:
-    """For a head that fits on one node: per node, the cheapest tasks whose GPUs, with the node's
-    free ones, hold it."""
+    """For a head that fits on one node: per node, tasks whose GPUs, with the node's free ones, hold
+    it — the smallest one task that is enough, and the fewest tasks (largest first) that are."""
     out: list[tuple[Cost, tuple[RunningTask, ...]]] = []
     for node in _owned(nodes, part):
         short = gpus - nodes.free_count(node)
@@ -121,15 +132,23 @@ def _node_choices(
             (rt for rt in by_node.get(node, ()) if movable(cy, rt)),
             key=lambda rt: (rt.unsaved_gpu_s, -rt.task.resources.gpus, rt.task.seq),
         )
+        choices: set[tuple[RunningTask, ...]] = set()
+        enough = [rt for rt in cheap if rt.task.resources.gpus >= short]
+        if enough:
+            choices.add(
+                (min(enough, key=lambda rt: (rt.unsaved_gpu_s, rt.task.resources.gpus, rt.task.seq)),)
+            )
         chosen: list[RunningTask] = []
+        left = short
         for rt in cheap:
             chosen.append(rt)
-            short -= rt.task.resources.gpus
-            if short <= 0:
+            left -= rt.task.resources.gpus
+            if left <= 0:
+                choices.add(tuple(chosen))
                 break
-        if short <= 0:
-            moved = tuple(chosen)
-            out.append((_cost(moved, node), moved))
+        for moved in choices:
+            if _room_elsewhere(nodes, part, [node], moved):
+                out.append((_cost(moved, node), moved))
     return out
 
 
@@ -154,6 +173,8 @@ def _gang_choices(
         return []
     picked = sorted(emptiable)[:need]
     moved = tuple(rt for _, _, tasks in picked for rt in tasks)
+    if not _room_elsewhere(nodes, part, [node for _, node, _ in picked], moved):
+        return []
     return [(_cost(moved, picked[0][1]), moved)]
 
 
