@@ -29,10 +29,10 @@ from gpucommons.engine.context import Cycle
 from gpucommons.engine.placement import PoolNodes
 from gpucommons.engine.types import Placement, RunningTask, TaskRequest
 
-#: Candidate nodes (single-node heads) or node sets (gangs) tried with the what-if log per head: the
-#: cheapest by the cost order; a plan that fails there rarely works on a dearer one, and each trial
-#: re-places every moved task.
-MAX_TRIALS = 3
+#: Plans tried with the what-if log per head, cheapest first; each trial re-places every moved task.
+#: On Philly October (704 / 528 GPUs) 1, 2, 3 and 8 trials gave mean team p95 waits of 0.45 / 19.4,
+#: 0.43 / 17.5, 0.47 / 20.3 and 0.46 h: 2 was best at both sizes (docs/benchmarks.md, "Consolidation").
+MAX_TRIALS = 2
 
 Cost = tuple[float, int, int, int]
 
