@@ -260,7 +260,7 @@ def print_case(case: dict[str, Any]) -> None:
         print(f"- {'PASS' if ok else 'FAIL'}: {check}")
 
 
-def holdout(only: Sequence[str], out: Path | None) -> None:
+def holdout(only: Sequence[str], out: Path | None, settings: AdviceSettings) -> None:
     base = load_policy(PHILLY_POLICY)
     with PHILLY.open(encoding="utf-8", newline="") as handle:
         jobs = read_trace(handle, str(PHILLY))
@@ -269,7 +269,7 @@ def holdout(only: Sequence[str], out: Path | None) -> None:
         for engine in ("kueue", "commons"):
             if only and f"{gpus}:{engine}" not in only:
                 continue
-            case = holdout_case(base, jobs, gpus, engine, AdviceSettings())
+            case = holdout_case(base, jobs, gpus, engine, settings)
             print_case(case)
             cases.append(case)
             if out is not None:
@@ -338,6 +338,8 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="e.g. 704:commons (repeatable)")
     ap.add_argument("--json", type=Path, default=None, help="write the holdout figures here")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=None, help="holdout: --folds of commons advise")
+    ap.add_argument("--floor", type=float, default=None, help="holdout: --floor as a share, e.g. 0.5")
     ap.add_argument("--profile", metavar="ENGINE", default=None, help="cProfile one fit-window replay")
     args = ap.parse_args()
     if not (args.timing or args.holdout or args.cli or args.profile):
@@ -347,7 +349,16 @@ def main() -> int:
     if args.timing:
         timing(args.repeat)
     if args.holdout:
-        holdout(args.only, args.json)
+        defaults = AdviceSettings()
+        holdout(
+            args.only,
+            args.json,
+            replace(
+                defaults,
+                folds=defaults.folds if args.folds is None else args.folds,
+                floor_share=defaults.floor_share if args.floor is None else args.floor,
+            ),
+        )
     if args.cli:
         cli_run()
     return 0
