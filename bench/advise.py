@@ -41,9 +41,17 @@ from typing import Any
 
 from gpucommons.domain import Policy
 from gpucommons.planning.advisor import advise, proposed_policy_text, trace_history
-from gpucommons.planning.quota_baselines import EQUAL, MEDIAN_RULE, PROPORTIONAL, TODAY, demand_gpu_s
+from gpucommons.planning.quota_baselines import (
+    EQUAL,
+    MEDIAN_RULE,
+    PROPORTIONAL,
+    TODAY,
+    demand_gpu_s,
+    demand_pools,
+    largest_jobs,
+)
 from gpucommons.planning.quota_search import Request
-from gpucommons.planning.quota_space import QuotaSpace, QuotaVector
+from gpucommons.planning.quota_space import QuotaSpace, QuotaVector, build_space
 from gpucommons.planning.replay_advice import AdviceSettings, ReplayAdvice, advise_by_replay
 from gpucommons.planning.replay_cache import CachedReplays, ReplayContext
 from gpucommons.planning.replay_score import ReplayScore, Window
@@ -193,7 +201,15 @@ def holdout_case(
     for name, judged in advice.baselines.items():
         if name != TODAY:
             vectors[f"{name} (fit days)"] = judged.vector
-    vectors.update(_rule_vectors(policy, space, history))
+    # The rules as their users get them: within the job floor, as before, but not the advisor's --floor.
+    plain = build_space(
+        policy,
+        demand_pools(policy, history),
+        whole_nodes=settings.whole_nodes,
+        max_change=settings.max_change,
+        largest_job=largest_jobs(policy, history),
+    )
+    vectors.update(_rule_vectors(policy, plain, history))
     labels = list(vectors)
     scores = list(pools[0].map(_replay, [(vectors[k], "test") for k in labels]))
     for pool in pools:

@@ -6,8 +6,8 @@
 - `--max-change` is never exceeded;
 - the same inputs and seed give the same advice, however the replays are run;
 - the choice is never worse on the validation days than today's quotas or any baseline;
-- with `--folds`, it is worse than today's on no fold (beyond the rules' margin), its worst fold is no worse than any
-  baseline's that keeps the rules on every fold, and `--floor` holds for every team.
+- with `--folds`, it is worse than today's on no fold (beyond the rules' margin), its worst fold
+  is no worse than any finalist's that keeps the rules on every fold, and `--floor` holds.
 """
 
 from __future__ import annotations

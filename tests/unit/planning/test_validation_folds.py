@@ -18,8 +18,7 @@ from gpucommons.planning.replay_score import (
     split_folds,
 )
 from gpucommons.sim.stats import percentile
-from gpucommons.testing.builders import make_policy
-from gpucommons.testing.sim import job
+from gpucommons.testing.sim import job, policy, team
 
 H = 3600.0
 DAY = 86400.0
@@ -81,15 +80,9 @@ def test_pooled_folds_take_percentiles_of_the_jobs_together_and_add_up_what_was_
 
 
 def _space() -> QuotaSpace:
-    p = (
-        make_policy()
-        .pool("gpu", nodes=4, gpus_per_node=8)
-        .team("a", gpu=16)
-        .team("b", gpu=16)
-        .preemption()
-        .build()
+    return build_space(
+        policy(team("a", 16), team("b", 16), nodes=4, gpus_per_node=8), {"a": {"gpu"}, "b": {"gpu"}}
     )
-    return build_space(p, {"a": {"gpu"}, "b": {"gpu"}})
 
 
 def _judged(
@@ -178,15 +171,7 @@ def test_with_one_fold_the_choice_is_the_best_validation_score() -> None:
 
 
 def test_the_floor_keeps_every_team_at_a_share_of_an_equal_split_but_never_above_today() -> None:
-    p = (
-        make_policy()
-        .pool("gpu", nodes=8, gpus_per_node=8)
-        .team("big", gpu=40)
-        .team("quiet", gpu=16)
-        .team("tiny", gpu=8)
-        .preemption()
-        .build()
-    )
+    p = policy(team("big", 40), team("quiet", 16), team("tiny", 8), nodes=8, gpus_per_node=8)
     demand = {"big": {"gpu"}, "quiet": {"gpu"}, "tiny": {"gpu"}}
     largest = {("big", "gpu"): 8, ("quiet", "gpu"): 2, ("tiny", "gpu"): 1}
     plain = build_space(p, demand, largest_job=largest)
