@@ -19,6 +19,7 @@ Three parts:
 
     python bench/advise.py --timing
     python bench/advise.py --holdout [--json holdout.json] [--only 704:commons]
+    python bench/advise.py --holdout --only 704:kueue --folds 3 --floor 0.5   # the advisor's options
     python bench/advise.py --cli
     python bench/advise.py --profile kueue     # cProfile of one fit-window replay
 """
