@@ -19,6 +19,7 @@ Three parts:
 
     python bench/advise.py --timing
     python bench/advise.py --holdout [--json holdout.json] [--only 704:commons]
+    python bench/advise.py --holdout --only 704:kueue --folds 3 --floor 0.5   # the advisor's options
     python bench/advise.py --cli
     python bench/advise.py --profile kueue     # cProfile of one fit-window replay
 """
@@ -41,9 +42,17 @@ from typing import Any
 
 from gpucommons.domain import Policy
 from gpucommons.planning.advisor import advise, proposed_policy_text, trace_history
-from gpucommons.planning.quota_baselines import EQUAL, MEDIAN_RULE, PROPORTIONAL, TODAY, demand_gpu_s
+from gpucommons.planning.quota_baselines import (
+    EQUAL,
+    MEDIAN_RULE,
+    PROPORTIONAL,
+    TODAY,
+    demand_gpu_s,
+    demand_pools,
+    largest_jobs,
+)
 from gpucommons.planning.quota_search import Request
-from gpucommons.planning.quota_space import QuotaSpace, QuotaVector
+from gpucommons.planning.quota_space import QuotaSpace, QuotaVector, build_space
 from gpucommons.planning.replay_advice import AdviceSettings, ReplayAdvice, advise_by_replay
 from gpucommons.planning.replay_cache import CachedReplays, ReplayContext
 from gpucommons.planning.replay_score import ReplayScore, Window
@@ -193,7 +202,15 @@ def holdout_case(
     for name, judged in advice.baselines.items():
         if name != TODAY:
             vectors[f"{name} (fit days)"] = judged.vector
-    vectors.update(_rule_vectors(policy, space, history))
+    # The rules as their users get them: within the job floor, as before, but not the advisor's --floor.
+    plain = build_space(
+        policy,
+        demand_pools(policy, history),
+        whole_nodes=settings.whole_nodes,
+        max_change=settings.max_change,
+        largest_job=largest_jobs(policy, history),
+    )
+    vectors.update(_rule_vectors(policy, plain, history))
     labels = list(vectors)
     scores = list(pools[0].map(_replay, [(vectors[k], "test") for k in labels]))
     for pool in pools:
@@ -260,7 +277,7 @@ def print_case(case: dict[str, Any]) -> None:
         print(f"- {'PASS' if ok else 'FAIL'}: {check}")
 
 
-def holdout(only: Sequence[str], out: Path | None) -> None:
+def holdout(only: Sequence[str], out: Path | None, settings: AdviceSettings) -> None:
     base = load_policy(PHILLY_POLICY)
     with PHILLY.open(encoding="utf-8", newline="") as handle:
         jobs = read_trace(handle, str(PHILLY))
@@ -269,7 +286,7 @@ def holdout(only: Sequence[str], out: Path | None) -> None:
         for engine in ("kueue", "commons"):
             if only and f"{gpus}:{engine}" not in only:
                 continue
-            case = holdout_case(base, jobs, gpus, engine, AdviceSettings())
+            case = holdout_case(base, jobs, gpus, engine, settings)
             print_case(case)
             cases.append(case)
             if out is not None:
@@ -338,6 +355,8 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="e.g. 704:commons (repeatable)")
     ap.add_argument("--json", type=Path, default=None, help="write the holdout figures here")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=None, help="holdout: --folds of commons advise")
+    ap.add_argument("--floor", type=float, default=None, help="holdout: --floor as a share, e.g. 0.5")
     ap.add_argument("--profile", metavar="ENGINE", default=None, help="cProfile one fit-window replay")
     args = ap.parse_args()
     if not (args.timing or args.holdout or args.cli or args.profile):
@@ -347,7 +366,16 @@ def main() -> int:
     if args.timing:
         timing(args.repeat)
     if args.holdout:
-        holdout(args.only, args.json)
+        defaults = AdviceSettings()
+        holdout(
+            args.only,
+            args.json,
+            replace(
+                defaults,
+                folds=defaults.folds if args.folds is None else args.folds,
+                floor_share=defaults.floor_share if args.floor is None else args.floor,
+            ),
+        )
     if args.cli:
         cli_run()
     return 0

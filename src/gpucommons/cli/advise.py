@@ -1,8 +1,8 @@
 """`commons advise`: recommend quotas from usage history (file in, file out; no server).
 
     commons advise --policy commons.yaml --history trace.csv [--objective balanced|wait|guarantee]
-                   [--validate last:25%] [--fit-window 10d] [--half-life 14d] [--max-change 25%]
-                   [--whole-nodes]
+                   [--validate last:25%] [--folds 1] [--floor 0%] [--fit-window 10d]
+                   [--half-life 14d] [--max-change 25%] [--whole-nodes]
                    [--out proposed.yaml] [--json] [--plot waits.png] [--check-trace trace.csv]
 
 With a job trace (docs/design.md, contract 2) the quotas are searched for by replaying the history under each
@@ -205,6 +205,16 @@ def advise(
     validate: str = typer.Option(
         "last:25%", "--validate", help="Choose on the newest part of the history: last:P% or last:Nd."
     ),
+    folds: int = typer.Option(
+        1,
+        "--folds",
+        help="Cut the validation days into N folds; choose the candidate whose worst fold is best.",
+    ),
+    floor: str = typer.Option(
+        "0%",
+        "--floor",
+        help="Cut no team below this share of an equal split of its pool (nor below its largest job).",
+    ),
     half_life: str = typer.Option(
         "14d", "--half-life", help="On the fit days, a job this much older weighs half (none: no decay)."
     ),
@@ -296,6 +306,7 @@ def advise(
         objective or "balanced",
         validate,
         (half_life, fit_window),
+        (folds, floor),
         max_regression,
         max_change,
         step,
@@ -405,6 +416,7 @@ def _settings(
     objective: str,
     validate: str,
     windows: tuple[str, str],
+    guards: tuple[int, str],
     max_regression: str,
     max_change: str | None,
     step: int | None,
@@ -449,6 +461,12 @@ def _settings(
             raise fail(f"--fit-window: {exc} (or all)") from None
         if fit_window_s <= 0:
             raise fail("--fit-window must be longer than 0s (or all)")
+    folds, floor = guards
+    if folds < 1:
+        raise fail("--folds must be at least 1")
+    floor_share = _share(floor, "--floor")
+    if floor_share > 1:
+        raise fail(f"--floor {floor!r}: give a share of an equal split between 0% and 100%")
     return AdviceSettings(
         objective=the_objective,
         max_regression=_share(max_regression, "--max-regression"),
@@ -460,6 +478,8 @@ def _settings(
         engine=engine,
         search=search,
         seed=seed,
+        folds=folds,
+        floor_share=floor_share,
     )
 
 
@@ -558,7 +578,13 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = Fals
         f"[bold]history:[/] fit on days {fit.start_s / day:.1f}–{fit.end_s / day:.1f} "
         f"({len(fit.jobs):,} jobs, {decay}); validation on days {val.start_s / day:.1f}–"
         f"{val.end_s / day:.1f} ({len(val.jobs):,} jobs, {s.validate.describe()}, never seen by the search)"
+        + ("" if len(advice.folds) < 2 else f", in {len(advice.folds)} folds, each replayed on its own")
     )
+    if s.floor_share > 0:
+        console.print(
+            f"[bold]floor:[/] no team below {s.floor_share:.0%} of an equal split of its pool "
+            "(nor below its largest job; never above today's quota)"
+        )
     console.print(
         f"[bold]replays:[/] {advice.replays} with engine {s.engine} in {elapsed:.0f}s; search: "
         f"{advice.trace.stopped}"
@@ -617,7 +643,10 @@ def _print_replay_advice(advice: ReplayAdvice, elapsed: float, wide: bool = Fals
                 short_duration(j.fit.mean_p95_s),
                 short_duration(j.validation.mean_p95_s),
                 short_duration(j.validation.violation_s),
-                " / ".join("yes" if v.feasible else "no" for v in (j.fit_verdict, j.validation_verdict)),
+                " / ".join(
+                    "yes" if ok else "no"
+                    for ok in (j.fit_verdict.feasible, all(v.feasible for v in j.fold_verdicts))
+                ),
             ]
         )
     baseline_columns = (

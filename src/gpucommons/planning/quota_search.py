@@ -28,7 +28,7 @@ from gpucommons.planning.quota_space import QuotaSpace, QuotaVector
 from gpucommons.planning.replay_score import ReplayScore
 from gpucommons.planning.wait_curves import WaitCurves
 
-#: A quota vector and the window to replay it on ("fit" or "validation").
+#: A quota vector and the window to replay it on ("fit", "validation", or "fold k" with `--folds`).
 Request = tuple[QuotaVector, str]
 #: Replays each request (in parallel if it can, from a cache if it has one); scores in the order asked.
 Evaluate = Callable[[Sequence[Request]], list[ReplayScore]]

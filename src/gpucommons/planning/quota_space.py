@@ -230,6 +230,7 @@ def build_space(
     whole_nodes: bool = False,
     max_change: MaxChange = MaxChange(),
     largest_job: Mapping[tuple[str, str], int] | None = None,
+    floor_share: float = 0.0,
 ) -> QuotaSpace:
     """The search space of `policy`: who is sized, what each pool hands out, the bounds per team.
 
@@ -238,7 +239,15 @@ def build_space(
     jobs cannot hold one of them whole, so those jobs would only ever run on borrowed GPUs: the demand
     rule did that to Philly's e13805 (32 → 5 GPUs for 8-GPU jobs), and replays of past weeks cannot
     see the cost when the team happened to be quiet.
+
+    `floor_share` (`--floor`) is a second floor that does not depend on the history: that share of
+    an equal split of what the pool hands out (0.5: half of capacity ÷ sized teams), again never
+    above today's quota. The job floor only knows the jobs a team ran; a team that was quiet in the
+    history can wake up with larger jobs or a surge (Philly's e13805 ran 8-GPU jobs before day 21
+    and 12-GPU jobs after), and then it should not be the team whose guarantee was given away.
     """
+    if not 0.0 <= floor_share <= 1.0 or math.isnan(floor_share):
+        raise ValueError("--floor must be between 0% and 100% of an equal share")
     sized = set(sized_entries(policy, demand_pools))
     entries: list[Entry] = []
     pools: list[PoolSpace] = []
@@ -257,7 +266,11 @@ def build_space(
             for team in policy.teams
             if (team.name, pool.name) in sized
         ]
-        floors = [min(today, (largest_job or {}).get((name, pool.name), 0)) for name, today in members]
+        equal_floor = math.floor(floor_share * available / len(members)) if members else 0
+        floors = [
+            min(today, max((largest_job or {}).get((name, pool.name), 0), equal_floor))
+            for name, today in members
+        ]
         slots = []
         for name, lower, upper in _bounds(members, floors, available, unit, max_change):
             today = dict(members)[name]

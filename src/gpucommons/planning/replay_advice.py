@@ -4,8 +4,10 @@
     today  = replay(today's quotas) on both
     search = every seed + screened moves, on fit   # gpucommons.planning.quota_search
     finalists = the search's last points, the best seeds and every baseline, replayed on validation
-    chosen = the finalist with the best validation score among those that keep every rule on the
-             validation days and beat today's there; if none: keep today's quotas
+                (on each of `--folds` consecutive folds of the validation days, each on its own)
+    chosen = among the finalists that keep every rule on every fold and are no worse than today's
+             on any fold (and better over all of them), the one whose worst fold is best;
+             if none: keep today's quotas
 
 The choice is made on the validation days only: the fit days are in-sample for the search, so a
 fit-day score says little about next month. Every baseline is a finalist, so the chosen quotas
@@ -28,7 +30,15 @@ from gpucommons.planning.objectives import Objective, Rules, Verdict, judge
 from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, largest_jobs, seeds
 from gpucommons.planning.quota_search import Evaluate, SearchProgress, SearchSettings, SearchTrace, search
 from gpucommons.planning.quota_space import MaxChange, QuotaSpace, QuotaVector, apply_vector, build_space
-from gpucommons.planning.replay_score import HOUR, ReplayScore, ValidationSplit, Window, split_history
+from gpucommons.planning.replay_score import (
+    HOUR,
+    ReplayScore,
+    ValidationSplit,
+    Window,
+    pooled_score,
+    split_folds,
+    split_history,
+)
 from gpucommons.planning.whatif import short_duration
 from gpucommons.sim import SimJob
 
@@ -53,6 +63,16 @@ class AdviceSettings:
     search: SearchSettings = field(default_factory=SearchSettings)
     seed: int = 0
     bootstrap_resamples: int = 500
+    #: The validation days are cut into this many folds, each replayed on its own (1: one window).
+    folds: int = 1
+    #: A floor for every sized team: this share of an equal split of its pool (never above today's).
+    floor_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.folds < 1:
+            raise ValueError("--folds must be at least 1")
+        if not 0.0 <= self.floor_share <= 1.0:
+            raise ValueError("--floor must be between 0% and 100% of an equal share")
 
     @property
     def rules(self) -> Rules:
@@ -69,6 +89,10 @@ class Judged:
     validation: ReplayScore
     fit_verdict: Verdict
     validation_verdict: Verdict
+    #: Per fold of the validation days, oldest first; with one fold, `(validation,)`. `validation`
+    #: is then the folds' jobs pooled (`pooled_score`).
+    folds: tuple[ReplayScore, ...] = ()
+    fold_verdicts: tuple[Verdict, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +129,8 @@ class ReplayAdvice:
     replays: int
     #: Teams sized by nobody: (team, pool, why) for the report.
     kept: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)
+    #: The folds of the validation days, oldest first (one fold: the validation window itself).
+    folds: tuple[Window, ...] = ()
 
     @property
     def result(self) -> Judged:
@@ -185,53 +211,115 @@ def _fit_caveat(best: Judged) -> str:
     return "; on the older fit days it breaks the rules (more guarantee violations or jobs that never start)"
 
 
+Regret = tuple[float, ...]
+
+
+def _regret(verdict: Verdict, today: Verdict, objective: Objective) -> Regret:
+    """How far a candidate's standing on one fold is behind today's there (negative: ahead)."""
+    return tuple(a - b for a, b in zip(verdict.key(objective), today.key(objective), strict=True))
+
+
+def _standing(f: Judged, today: Judged, objective: Objective) -> tuple[Regret, Regret]:
+    """(the worst fold's regret, the regret summed over folds): the worst fold decides, the sum ties.
+
+    With one fold both are that fold's regret, which orders candidates exactly as their validation
+    key does (today's key is a constant).
+    """
+    regrets = [_regret(v, t, objective) for v, t in zip(f.fold_verdicts, today.fold_verdicts, strict=True)]
+    total = tuple(sum(parts) for parts in zip(*regrets, strict=True))
+    return max(regrets), total
+
+
+def _beats_today(f: Judged, today: Judged, rules: Rules) -> bool:
+    """Better than today's over the folds taken together, and worse on none of them.
+
+    "Worse on a fold" is the rule a team's wait obeys (`Rules.regressed`), applied to the fold's
+    mean p95 wait: more than `--max-regression` longer, and an hour or more on one side. A fold
+    where everyone waits minutes is not a reason to refuse a candidate for a few seconds; with one
+    fold this adds nothing to "better", so one fold chooses exactly as a single window did.
+    """
+
+    def figures(score: ReplayScore) -> tuple[float, ...]:
+        if rules.objective is Objective.GUARANTEE:
+            return (score.violation_s, score.mean_p95_s)
+        return (score.mean_p95_s,)
+
+    pairs = list(zip(f.folds, today.folds, strict=True))
+    if len(pairs) > 1 and any(rules.regressed(base.mean_p95_s, mine.mean_p95_s) for mine, base in pairs):
+        return False
+    mine = tuple(sum(x) for x in zip(*(figures(a) for a, _ in pairs), strict=True))
+    theirs = tuple(sum(x) for x in zip(*(figures(b) for _, b in pairs), strict=True))
+    return mine < theirs
+
+
+def _broken_fold(f: Judged) -> str:
+    """ " on fold k" for the first fold whose rules the candidate breaks ("" with a single window)."""
+    if len(f.fold_verdicts) == 1:
+        return ""
+    k = next(k for k, v in enumerate(f.fold_verdicts) if not v.feasible)
+    return f" on fold {k + 1} of {len(f.fold_verdicts)}"
+
+
 def _choose(
-    today: Judged, finalists: Sequence[Judged], space: QuotaSpace, objective: Objective
+    today: Judged, finalists: Sequence[Judged], space: QuotaSpace, rules: Rules
 ) -> tuple[Judged | None, str]:
-    """The finalist with the best validation score that keeps the rules there and beats today's.
+    """The finalist whose worst validation fold is best, among those that keep the rules on every
+    fold, are better than today's over the folds and worse on none (`_beats_today`).
 
     Only the validation days decide: the fit days are what the search optimised, so a candidate's
-    fit score is in-sample and breaks ties only. Ties then go to the smaller move.
+    fit score is in-sample and breaks ties only. Ties then go to the smaller move. With one fold
+    this is the candidate with the best validation score that keeps the rules and beats today's.
     """
     eligible = [f for f in finalists if f.vector != today.vector and space.contains(f.vector)]
-    good = [f for f in eligible if f.validation_verdict.feasible]
+    good = [f for f in eligible if all(v.feasible for v in f.fold_verdicts)]
     base = today.validation.mean_p95_s
-    if objective is Objective.GUARANTEE:
-        better = [
-            f
-            for f in good
-            if (f.validation.violation_s, f.validation.mean_p95_s) < (today.validation.violation_s, base)
-        ]
-    else:
-        better = [f for f in good if f.validation.mean_p95_s < base]
+    objective = rules.objective
+    better = [f for f in good if _beats_today(f, today, rules)]
+    folds = len(today.folds)
     if better:
         best = min(
             better,
             key=lambda f: (
-                f.validation_verdict.key(objective),
+                _standing(f, today, objective),
                 f.fit_verdict.key(objective),
                 space.moved_gpus(today.vector, f.vector),
             ),
         )
+        worst = ""
+        if folds > 1:
+            k = max(range(folds), key=lambda i: best.folds[i].mean_p95_s - today.folds[i].mean_p95_s)
+            worst = (
+                f" (worst of {folds} folds, fold {k + 1}: {short_duration(today.folds[k].mean_p95_s)} → "
+                f"{short_duration(best.folds[k].mean_p95_s)})"
+            )
         return best, (
             f"{best.label}: mean p95 wait {short_duration(base)} → "
-            f"{short_duration(best.validation.mean_p95_s)} on the validation days it never saw, "
-            "no team worse beyond the allowed margin there" + _fit_caveat(best)
+            f"{short_duration(best.validation.mean_p95_s)} on the validation days it never saw{worst}, "
+            "no team worse beyond the allowed margin there"
+            + ("" if folds == 1 else " on any fold")
+            + _fit_caveat(best)
         )
     if not eligible:
         return None, "keep today's quotas: the search found no other quotas to try"
-    closest = min(eligible, key=lambda f: f.validation_verdict.key(objective))
+    closest = min(eligible, key=lambda f: _standing(f, today, objective))
     if not good:
-        worst = closest.validation_verdict.regressions
-        if worst:
-            team, (before, after) = sorted(worst.items())[0]
+        broken = next(v for v in closest.fold_verdicts if not v.feasible)
+        where = _broken_fold(closest)
+        if broken.regressions:
+            team, (before, after) = sorted(broken.regressions.items())[0]
             return None, (
                 f"keep today's quotas: the best candidate ({closest.label}) would make {team} wait "
-                f"longer ({short_duration(before)} → {short_duration(after)} at p95)"
+                f"longer ({short_duration(before)} → {short_duration(after)} at p95){where}"
             )
         return None, (
             f"keep today's quotas: the best candidate ({closest.label}) breaks the rules on the "
-            "validation days (more guarantee violations or jobs that never start)"
+            f"validation days{where} (more guarantee violations or jobs that never start)"
+        )
+    if folds > 1:
+        return None, (
+            f"keep today's quotas: nothing beat them on the validation days without being worse on one "
+            f"of its {folds} folds (best: {closest.label}, mean p95 wait "
+            f"{short_duration(closest.validation.mean_p95_s)} vs today's {short_duration(base)})"
         )
     return None, (
         f"keep today's quotas: nothing beat them on the validation days (best: {closest.label}, mean "
@@ -248,13 +336,20 @@ def advise_by_replay(
 ) -> ReplayAdvice:
     """Search, validate, choose. `evaluate_for(space, windows)` gives the (cached, parallel) replayer."""
     fit, validation = split_history(jobs, settings.validate, settings.half_life_s, settings.fit_window_s)
+    folds = split_folds(validation, settings.folds)
+    fold_names = tuple(f.name for f in folds)
     pools = demand_pools(policy, jobs)
     largest = largest_jobs(policy, jobs)
     space = build_space(
-        policy, pools, whole_nodes=settings.whole_nodes, max_change=settings.max_change, largest_job=largest
+        policy,
+        pools,
+        whole_nodes=settings.whole_nodes,
+        max_change=settings.max_change,
+        largest_job=largest,
+        floor_share=settings.floor_share,
     )
     free = build_space(policy, pools, whole_nodes=settings.whole_nodes)
-    windows = {"fit": fit, "validation": validation}
+    windows = {"fit": fit, **{f.name: f for f in folds}}
     inner = evaluate_for(space, windows)
     asked: set[tuple[QuotaVector, str]] = set()
 
@@ -264,8 +359,11 @@ def advise_by_replay(
 
     rules = settings.rules
     today_vector = space.today()
-    today_fit, today_val = evaluate([(today_vector, "fit"), (today_vector, "validation")])
-    planned = settings.search.max_replays + 2 * (PATH_FINALISTS + SEED_FINALISTS + len(REPORTED))
+    today_fit, *today_folds = evaluate([(today_vector, w) for w in ("fit", *fold_names)])
+    today_val = pooled_score(today_folds, validation)
+    planned = settings.search.max_replays + (1 + len(folds)) * (
+        PATH_FINALISTS + SEED_FINALISTS + len(REPORTED)
+    )
 
     def progress(done: int, _planned: int, text: str) -> None:
         if on_progress is not None:
@@ -291,18 +389,27 @@ def advise_by_replay(
             candidates.setdefault(space.project(vector), f"{name} (within the limits)")
     progress(trace.replays, planned, f"validating {len(candidates)} candidates on the newest days")
     vectors = list(candidates)
-    requests = [(v, w) for v in vectors for w in ("fit", "validation")]
+    per_vector = 1 + len(folds)
+    requests = [(v, w) for v in vectors for w in ("fit", *fold_names)]
     scores = evaluate(requests)
     judged: dict[QuotaVector, Judged] = {}
     for k, vector in enumerate(vectors):
-        f, v = scores[2 * k], scores[2 * k + 1]
+        f, *parts = scores[per_vector * k : per_vector * (k + 1)]
+        v = pooled_score(parts, validation)
         judged[vector] = Judged(
-            candidates[vector], vector, f, v, judge(f, today_fit, rules), judge(v, today_val, rules)
+            candidates[vector],
+            vector,
+            f,
+            v,
+            judge(f, today_fit, rules),
+            judge(v, today_val, rules),
+            tuple(parts),
+            tuple(judge(part, base, rules) for part, base in zip(parts, today_folds, strict=True)),
         )
     today = replace(judged[today_vector], label=TODAY)
     baselines = {name: replace(judged[vector], label=name) for name, vector in reported.items()}
     finalists = tuple(j for j in judged.values() if space.contains(j.vector))
-    chosen, why = _choose(today, finalists, space, settings.objective)
+    chosen, why = _choose(today, finalists, space, rules)
     result = chosen if chosen is not None else today
     bootstrap = None
     if chosen is not None:
@@ -339,4 +446,5 @@ def advise_by_replay(
         proposed=proposed,
         replays=len(asked),
         kept=kept,
+        folds=folds,
     )

@@ -4,14 +4,18 @@ Shape (stable; seconds are floats rounded to 0.1 s, GPUs integers):
 
     {"method": "replay",
      "objective": {"name", "text", "max_regression", "exempt_below_s", "engine", "half_life_s",
-                   "fit_window_s", "validate", "max_change", "whole_nodes", "seed"},
-     "windows": {"fit": {"start_s", "end_s", "jobs"}, "validation": {...}},
+                   "fit_window_s", "validate", "folds", "floor_share", "max_change", "whole_nodes",
+                   "seed"},
+     "windows": {"fit": {"start_s", "end_s", "jobs"}, "validation": {...}, "folds": [{...}, ...]},
      "search": {"replays", "stopped", "tried": [{"label", "nominal": {team: gpus}, "fit_mean_p95_s",
                 "feasible"}]},
      "decision": {"proposal": true|false, "why", "chosen": label|null},
      "candidates": [{"label", "baseline": bool, "nominal": {...}, "fit": SCORE, "validation": SCORE,
-                     "fit_feasible", "validation_feasible"}],
+                     "fit_feasible", "validation_feasible",
+                     "folds": [{"mean_p95_s", "violation_s", "feasible"}, ...]}],
          SCORE = {"mean_p95_s", "violation_s", "never_started", "teams": {team: {"wait_p95_s", ...}}}
+         (with `--folds` above 1, "validation" is the folds' jobs pooled, and "validation_feasible"
+         means every fold keeps the rules)
      "teams": [{"team", "pool", "current": {"nominal"}, "proposed": {"nominal"},
                 "fit_p95_s": [today, proposed], "validation_p95_s": [today, proposed],
                 "violation_s": [today, proposed], "reason"}],
@@ -68,7 +72,15 @@ def _candidate(space: QuotaSpace, j: Judged, baselines: set[str]) -> dict[str, A
         "fit": _score(j.fit),
         "validation": _score(j.validation),
         "fit_feasible": j.fit_verdict.feasible,
-        "validation_feasible": j.validation_verdict.feasible,
+        "validation_feasible": all(v.feasible for v in j.fold_verdicts),
+        "folds": [
+            {
+                "mean_p95_s": tidy(f.mean_p95_s, 1),
+                "violation_s": tidy(f.violation_s, 1),
+                "feasible": v.feasible,
+            }
+            for f, v in zip(j.folds, j.fold_verdicts, strict=True)
+        ],
     }
 
 
@@ -88,11 +100,17 @@ def replay_advice_to_data(advice: ReplayAdvice) -> dict[str, Any]:
             "half_life_s": s.half_life_s,
             "fit_window_s": s.fit_window_s,
             "validate": s.validate.describe(),
+            "folds": s.folds,
+            "floor_share": s.floor_share,
             "max_change": s.max_change.describe(),
             "whole_nodes": s.whole_nodes,
             "seed": s.seed,
         },
-        "windows": {"fit": _window(advice.fit), "validation": _window(advice.validation)},
+        "windows": {
+            "fit": _window(advice.fit),
+            "validation": _window(advice.validation),
+            "folds": [_window(f) for f in advice.folds],
+        },
         "search": {
             "replays": advice.replays,
             "stopped": advice.trace.stopped,

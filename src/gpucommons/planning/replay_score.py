@@ -123,6 +123,34 @@ def split_history(
     return Window("fit", fit_start, cut, fit, half_life_s), Window("validation", cut, end, validation, None)
 
 
+def split_folds(validation: Window, folds: int) -> tuple[Window, ...]:
+    """The validation days cut into `folds` consecutive windows of equal length, oldest first.
+
+    Every fold lies after the fit window, so every fold is out of sample for the one search; the
+    folds together replay the same days as the single validation window, so validating on folds
+    costs about what validating on one window does. One window before a shift in demand says
+    nothing about the shift; several say whether a candidate's gain holds over the whole stretch or
+    comes from one part of it, which is what the worst fold is for (`replay_advice`).
+    """
+    if folds < 1:
+        raise SplitError("--folds must be at least 1")
+    if folds == 1:
+        return (validation,)
+    length = (validation.end_s - validation.start_s) / folds
+    out = []
+    for k in range(folds):
+        start = validation.start_s + k * length
+        end = validation.end_s if k == folds - 1 else start + length
+        jobs = tuple(j for j in validation.jobs if start <= j.submit_s < end)
+        if not jobs:
+            raise SplitError(
+                f"--folds {folds}: fold {k + 1} (days {start / DAY:.1f}–{end / DAY:.1f}) of the validation "
+                "days has no jobs; give fewer folds or a longer --validate"
+            )
+        out.append(Window(f"fold {k + 1}", start, end, jobs, None))
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class TeamScore:
     """One team in one replay. Waits are of the jobs that started (wait = first start − submit)."""
@@ -164,6 +192,42 @@ class ReplayScore:
     @property
     def never_started(self) -> int:
         return sum(t.never_started for t in self.teams.values())
+
+
+def pooled_score(scores: Sequence[ReplayScore], window: Window) -> ReplayScore:
+    """One score for the jobs of several replays (the folds of the validation days) taken together.
+
+    Percentiles are of the pooled jobs, not means of per-fold percentiles, so a team's p95 over
+    the folds means what it means over one window; times owed and jobs that never started add up.
+    Each fold was replayed from an empty cluster, so this is not a replay of the whole window.
+    """
+    if len(scores) == 1:
+        return scores[0]
+    names = list(dict.fromkeys(name for score in scores for name in score.teams))
+    samples = tuple(sample for score in scores for sample in score.samples)
+    teams = {}
+    for name in names:
+        parts = [score.teams[name] for score in scores if name in score.teams]
+        pairs = [(wait, weight) for team, _, wait, weight in samples if team == name]
+        teams[name] = TeamScore(
+            jobs=sum(t.jobs for t in parts),
+            weight=sum(t.weight for t in parts),
+            wait_p50_s=weighted_percentile(pairs, 50),
+            wait_p95_s=weighted_percentile(pairs, 95),
+            violation_s=sum(t.violation_s for t in parts),
+            never_started=sum(t.never_started for t in parts),
+            need_gpus=max(t.need_gpus for t in parts),
+            nominal_gpus=max(t.nominal_gpus for t in parts),
+        )
+    return ReplayScore(
+        window=window.name,
+        teams=teams,
+        samples=samples,
+        preemptions=sum(s.preemptions for s in scores),
+        idle_while_waiting_gpu_hours=sum(s.idle_while_waiting_gpu_hours for s in scores),
+        dropped_jobs=sum(s.dropped_jobs for s in scores),
+        days=window.days,
+    )
 
 
 def weighted_percentile(pairs: Sequence[tuple[float, float]], q: float) -> float:

@@ -171,6 +171,10 @@ def test_bad_trace_rows_are_refused_by_the_trace_reader(small_policy: Path, tmp_
         (["--fit-window", "0s"], "--fit-window must be longer than 0s (or all)"),
         (["--workers", "0"], "--workers must be at least 1"),
         (["--rule", "--objective", "wait"], "--rule and --objective exclude each other"),
+        (["--folds", "0"], "--folds must be at least 1"),
+        (["--folds", "500"], "--folds 500: fold "),
+        (["--floor", "150%"], "--floor '150%': give a share of an equal split between 0% and 100%"),
+        (["--floor", "half"], "--floor 'half': give a share such as 10%"),
     ],
 )
 def test_bad_options_end_with_exit_1_and_a_message(
@@ -278,3 +282,27 @@ def test_a_sampled_usage_file_cannot_be_replayed_so_an_objective_is_refused(
     )
     assert code == 1
     assert "sampled usage file, which cannot be replayed" in stderr
+
+
+def test_folds_and_a_floor_show_in_the_table_and_the_json(tmp_path: Path) -> None:
+    policy, trace = _starved_trace(tmp_path)
+    args = ("--policy", policy, "--history", trace, "--max-replays", "6", "--workers", "1")
+    code, stdout, stderr = run(*args, "--folds", "2", "--floor", "50%", "--json")
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    assert data["objective"]["folds"] == 2 and data["objective"]["floor_share"] == 0.5
+    folds = data["windows"]["folds"]
+    assert len(folds) == 2 and folds[0]["start_s"] == data["windows"]["validation"]["start_s"]
+    assert (
+        folds[0]["end_s"] == folds[1]["start_s"]
+        and folds[1]["end_s"] == data["windows"]["validation"]["end_s"]
+    )
+    assert all(len(c["folds"]) == 2 for c in data["candidates"])
+    nominal = {t["team"]: t["proposed"]["nominal"] for t in data["teams"]}
+    # Half of an equal split of 32 GPUs among three teams is 5; never above today's (rl has 0).
+    assert nominal["cv"] >= 5 and nominal["nlp"] >= 5 and sum(nominal.values()) == 32
+    code, stdout, _ = run(*args, "--folds", "2", "--floor", "50%")
+    assert code == 0
+    stdout = " ".join(stdout.split())  # the console wraps long lines
+    assert "in 2 folds, each replayed on its own" in stdout
+    assert "floor: no team below 50% of an equal split of its pool" in stdout
