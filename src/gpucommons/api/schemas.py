@@ -136,6 +136,12 @@ class TaskEvent(_Response):
     message: str = ""
 
 
+class StreamEvent(TaskEvent):
+    """A task event as `GET /api/v1/events` sends it: a `TaskEvent` and the task's team."""
+
+    team: str
+
+
 class TaskAttempt(_Response):
     """One time the task held resources: where, how it was stopped, how it ended (oldest first)."""
 

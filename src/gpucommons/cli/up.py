@@ -9,6 +9,7 @@ The one CLI module that imports the server (import-linter allows exactly this on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -247,6 +248,15 @@ def up(
     # keep-alive connections stay open 75 s instead of 5: a poller (every 3 s) or a client on a busy
     # machine never races the server closing its connection, and it stays above the 60 s idle timeout
     # of common proxies, which must be the ones to close first.
-    uvicorn.run(
+    # `CommonsServer` ends the event streams (`GET /api/v1/events`) when it stops: uvicorn would
+    # otherwise wait for them before shutting down.
+    from gpucommons.server.serving import CommonsServer
+
+    config = uvicorn.Config(
         app, host=host, port=port, log_level=settings.log_level, access_log=False, timeout_keep_alive=75
     )
+    server = CommonsServer(config, ctx)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        raise typer.Exit(3)  # what uvicorn.run exits with when the server could not start

@@ -30,7 +30,7 @@ from gpucommons.server.openapi import install_openapi
 from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.private_dirs import make_private_dirs
 from gpucommons.server.request_guard import RequestGuard
-from gpucommons.server.routers import cluster, health, invoices, tasks
+from gpucommons.server.routers import cluster, events, health, invoices, tasks
 from gpucommons.server.routers.queue_answers import QueueAnswers
 from gpucommons.server.services import policies
 from gpucommons.server.settings import Settings
@@ -126,6 +126,7 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         watch = None
+        ctx.events.reopen()
         if ctx.sharing is Sharing.SHARED:
             watch = PolicyWatch(ctx.db, ctx.policies, ctx.scheduler.wake)
             watch.start()
@@ -139,6 +140,7 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
         finally:
             if ctx.election is not None:
                 ctx.election.stop()
+            ctx.events.close()
             ctx.scheduler.stop()
             ctx.submissions.stop()
             if watch is not None:
@@ -162,6 +164,7 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     )
     app.include_router(health.router)
     app.include_router(tasks.router)
+    app.include_router(events.router)
     app.include_router(cluster.router)
     app.include_router(invoices.router)
     app.include_router(web.router)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpucommons.domain.election import Role, Sharing
+from gpucommons.server.event_feed import EventFeed
 from gpucommons.server.group_commit import GroupCommit
 from gpucommons.server.policy_holder import PolicyHolder
 from gpucommons.server.settings import Settings
@@ -44,9 +45,12 @@ class ServerContext:
     election: ElectionWorker | None = None
     #: Stores submissions many to a transaction (`server.group_commit`).
     submissions: GroupCommit = field(init=False)
+    #: New task events for the `GET /api/v1/events` streams (`server.event_feed`).
+    events: EventFeed = field(init=False)
 
     def __post_init__(self) -> None:
         self.submissions = GroupCommit(self.db, self.seq, committers=1 if self.db.is_sqlite else 4)
+        self.events = EventFeed(self.db)
 
     @property
     def role(self) -> Role:

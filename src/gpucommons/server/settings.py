@@ -77,6 +77,13 @@ class Settings(BaseSettings):
     auth_failure_limit: int = Field(DEFAULT_FAILURE_LIMIT, ge=0, le=1_000_000)
     auth_failure_window_s: float = Field(DEFAULT_WINDOW_S, gt=0, le=86_400)
 
+    #: `GET /api/v1/events`: a comment line this often (seconds), so proxies keep the stream open;
+    #: the stream's credential is checked again at each (a revoked token's stream ends).
+    events_heartbeat_s: float = Field(15.0, gt=0, le=3600)
+    #: `GET /api/v1/events`: longest a stream stays open (seconds); clients reconnect by themselves,
+    #: resuming after the last event they saw.
+    events_max_stream_s: float = Field(600.0, gt=0, le=86_400)
+
     def isolation_mode(self) -> IsolationMode:
         if self.isolation == "auto":
             return isolation_mode()

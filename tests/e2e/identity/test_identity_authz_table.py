@@ -246,6 +246,14 @@ ROWS: list[Row] = [
     Row("GET", "/api/v1/tasks", people, get("/api/v1/tasks", team="{team}"), lists=SEES_TASKS),
     Row("GET", "/api/v1/tasks/{task_id}", task_member_of, get("/api/v1/tasks/{task}")),
     Row("GET", "/api/v1/tasks/{task_id}/events", task_member_of, get("/api/v1/tasks/{task}/events")),
+    # the event stream: the task list's rule (every event from the first, for a short while)
+    Row(
+        "GET",
+        "/api/v1/events",
+        people,
+        get("/api/v1/events", team="{team}", after="0", timeout="0.5"),
+        lists=SEES_TASKS,
+    ),
     Row("GET", "/api/v1/tasks/{task_id}/attempts", task_member_of, get("/api/v1/tasks/{task}/attempts")),
     Row(
         "GET",
@@ -438,6 +446,9 @@ def _teams_in(response: Any) -> set[str]:
         lines = response.text.strip().splitlines()
         return {line.split(",")[1] for line in lines[1:]}
     found: set[str] = set()
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
+        return {json.loads(d)["team"] for d in data}
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.e2e.server.conftest import Platform
 
@@ -99,3 +102,26 @@ def test_tasks_watch_prints_tables_when_piped(platform_factory: object) -> None:
         watch.terminate()
         watch.wait(10)
     assert first.startswith("# ") and header.split()[:2] == ["ID", "TEAM"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_commons_up_stops_promptly_with_an_event_stream_open(platform_factory: object, signum: int) -> None:
+    """uvicorn waits for open responses before it stops; the event streams end as the stop begins."""
+    platform: Platform = platform_factory(executor="timer")  # type: ignore[operator]
+    headers = {"Authorization": f"Bearer {platform.token}"}
+    with (
+        httpx.Client(base_url=platform.url, headers=headers, timeout=10) as client,
+        client.stream("GET", "/api/v1/events") as response,
+    ):
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        assert next(lines).startswith("retry:")
+        assert platform.proc is not None
+        began = time.monotonic()
+        platform.proc.send_signal(signum)
+        # uvicorn raises the signal again once it has shut down: SIGTERM ends the process by it.
+        assert platform.proc.wait(10) in (0, -signum), platform.server_log()
+        took = time.monotonic() - began
+        rest = list(lines)  # the stream ended cleanly: no error, no half-sent message
+        assert all(line == "" or line.startswith(":") for line in rest), rest
+    assert took < 3, f"commons up took {took:.1f} s to stop with a stream open"

@@ -3,11 +3,16 @@ app with its scheduler driven by hand, real processes through the local executor
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from gpucommons.backends.ports import Clock, Executor
@@ -15,6 +20,7 @@ from gpucommons.identity.roles import Role
 from gpucommons.server.app import build_context, create_app
 from gpucommons.server.auth.credentials import issue_token
 from gpucommons.server.context import ServerContext
+from gpucommons.server.serving import CommonsServer
 from gpucommons.server.settings import Settings
 from gpucommons.testing.postgres import fresh_database
 
@@ -57,6 +63,22 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield from _postgres_database()
 
 
+def member_credential(
+    ctx: ServerContext, team: str, subject: str | None = None
+) -> tuple[dict[str, str], str]:
+    """A new team member's token: the headers that present it, and its id (to revoke it)."""
+    with ctx.db.session() as session:
+        issued = issue_token(
+            session,
+            name=f"member-{team}",
+            now=time.time(),
+            subject=subject or f"svc-{team}",
+            role=Role.TEAM_MEMBER,
+            team=team,
+        )
+    return {"Authorization": f"Bearer {issued.token}"}, issued.row.id
+
+
 class Harness:
     """A real app on a real store; the test drives the scheduler's cycles itself."""
 
@@ -71,16 +93,7 @@ class Harness:
         self.admin = {"Authorization": f"Bearer {self.admin_token}"}
 
     def member_token(self, team: str, subject: str | None = None) -> dict[str, str]:
-        with self.ctx.db.session() as session:
-            token = issue_token(
-                session,
-                name=f"member-{team}",
-                now=time.time(),
-                subject=subject or f"svc-{team}",
-                role=Role.TEAM_MEMBER,
-                team=team,
-            ).token
-        return {"Authorization": f"Bearer {token}"}
+        return member_credential(self.ctx, team, subject)[0]
 
     def submit(self, headers: dict[str, str] | None = None, **body: object) -> dict[str, object]:
         response = self.http.post("/api/v1/tasks", json=body, headers=headers or self.admin)
@@ -148,3 +161,52 @@ def make_harness(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Ha
 @pytest.fixture
 def harness(make_harness: Callable[..., Harness]) -> Harness:
     return make_harness()
+
+
+class LiveServer:
+    """A real uvicorn server on loopback (the timer executor: submitted commands never run), with a
+    platform admin's token in `headers`; `settings` override the server's (`Settings` fields)."""
+
+    def __init__(self, home: Path, database_url: str | None = None, **settings: Any) -> None:
+        policy = home / "policy.yaml"
+        home.mkdir(parents=True, exist_ok=True)
+        policy.write_text(SMALL_POLICY)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        settings_ = Settings(
+            home=home, database_url=database_url, policy=policy, executor="timer", port=self.port,
+            isolation="logical",
+            # The fuzzer presents bad credentials on purpose (to see them refused) and would soon be
+            # throttled; the throttle has its own tests.
+            auth_failure_limit=0,
+            **settings,
+        )  # fmt: skip
+        self.ctx = build_context(settings_)
+        with self.ctx.db.session() as session:
+            token = issue_token(
+                session, name="fuzz", now=time.time(), subject="fuzz", role=Role.PLATFORM_ADMIN
+            ).token
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.app = create_app(context=self.ctx)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error")
+        # The server `commons up` runs: it ends open event streams when it stops.
+        self.server = CommonsServer(config, self.ctx)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(self.url + "/healthz", timeout=1)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("the server did not start")
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.ctx.db.dispose()

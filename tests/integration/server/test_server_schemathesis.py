@@ -18,23 +18,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
-from tests.integration.server.conftest import SMALL_POLICY
-
-from gpucommons.identity.roles import Role
-from gpucommons.server.app import build_context, create_app
-from gpucommons.server.auth.credentials import issue_token
-from gpucommons.server.settings import Settings
+from tests.integration.server.conftest import LiveServer
 
 pytestmark = pytest.mark.slow
 
@@ -43,51 +33,6 @@ SEED = "20261201"
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 #: Signing out revokes the presented token: those operations run alone, after everything else.
 SIGN_OUT = "^(/auth/logout|/api/v1/auth/session)$"
-
-
-class LiveServer:
-    def __init__(self, home: Path, database_url: str | None = None) -> None:
-        policy = home / "policy.yaml"
-        home.mkdir(parents=True, exist_ok=True)
-        policy.write_text(SMALL_POLICY)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        settings_ = Settings(
-            home=home, database_url=database_url, policy=policy, executor="timer", port=self.port,
-            isolation="logical",
-            # The fuzzer presents bad credentials on purpose (to see them refused) and would soon be
-            # throttled; the throttle has its own tests.
-            auth_failure_limit=0,
-        )  # fmt: skip
-        self.ctx = build_context(settings_)
-        with self.ctx.db.session() as session:
-            token = issue_token(
-                session, name="fuzz", now=time.time(), subject="fuzz", role=Role.PLATFORM_ADMIN
-            ).token
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(context=self.ctx), host="127.0.0.1", port=self.port, log_level="error"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(self.url + "/healthz", timeout=1)
-                return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError("the server did not start")
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.ctx.db.dispose()
 
 
 def schemathesis(server: LiveServer, report: Path, examples: int, *args: str) -> dict[str, Any]:
@@ -110,7 +55,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     database_url: str, tmp_path: Path
 ) -> None:
     examples = int(os.environ.get("COMMONS_SCHEMATHESIS_EXAMPLES") or MAX_EXAMPLES)
-    with LiveServer(tmp_path / "home", database_url) as server:
+    # A stream of events ends after the server's maximum: short here, or every case would wait it out.
+    with LiveServer(tmp_path / "home", database_url, events_max_stream_s=0.2) as server:
         everything = schemathesis(
             server, tmp_path / "main.json", examples,
             "--phases", "examples,coverage,fuzzing,stateful", "--exclude-path-regex", SIGN_OUT,

@@ -108,6 +108,10 @@ def event(row: TaskEventRow) -> schemas.TaskEvent:
     )
 
 
+def stream_event(row: TaskEventRow, team: str) -> schemas.StreamEvent:
+    return schemas.StreamEvent(**event(row).model_dump(), team=team)
+
+
 def usage(row: UsageIntervalRow) -> schemas.UsageInterval:
     return schemas.UsageInterval(
         task_id=row.task_id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -183,6 +183,24 @@ def events(session: Session, task_id: str, after_id: int = 0) -> list[TaskEventR
         .order_by(TaskEventRow.id)
     )
     return list(session.scalars(query))
+
+
+def events_of_teams(
+    session: Session, teams: Iterable[str], after_id: int, up_to: int, limit: int
+) -> list[tuple[TaskEventRow, str]]:
+    """Events of the teams' tasks with `after_id < id <= up_to`, oldest first, with each task's team
+    (what `GET /api/v1/events` sends)."""
+    names = sorted(teams)
+    if not names or up_to <= after_id:
+        return []
+    query = (
+        select(TaskEventRow, TaskRow.team)
+        .join(TaskRow, TaskRow.id == TaskEventRow.task_id)
+        .where(TaskEventRow.id > after_id, TaskEventRow.id <= up_to, TaskRow.team.in_(names))
+        .order_by(TaskEventRow.id)
+        .limit(limit)
+    )
+    return [(event, team) for event, team in session.execute(query)]
 
 
 def cancel(session: Session, row: TaskRow, who: Principal, now: float) -> None:
