@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from gpucommons.cli._client import api, fail
+from gpucommons.cli._client import api, err_console, fail
 from gpucommons.cli.main import app
 from gpucommons.cli.tables import Col, print_table, rich_table
 
@@ -130,7 +130,14 @@ def list_tasks(
         list[str] | None, typer.Option("--state", "-s", help="Only tasks in this state (repeatable).")
     ] = None,
     watch: Annotated[
-        bool, typer.Option("--watch", "-w", help="Refresh every 2 seconds until Ctrl-C.")
+        bool,
+        typer.Option("--watch", "-w", help="Refresh when a task changes (the server's events) until Ctrl-C."),
+    ] = False,
+    poll: Annotated[
+        bool,
+        typer.Option(
+            "--poll", help="With --watch: refresh every 2 seconds instead (a proxy that buffers streams)."
+        ),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="A JSON list of task objects (stable fields).")
@@ -150,23 +157,30 @@ def list_tasks(
         if not watch:
             print_table(console, TASK_COLUMNS, _rows(client.tasks(team, state, limit)), wide)
             return
+        from gpucommons.cli._watch import EventFollower, Pacer
+
+        follower = None if poll else EventFollower(client.copy(), team).start()
+        pacer = Pacer(follower, lambda text: err_console.print(text, markup=False))
         try:
             if not console.is_terminal:
-                # Piped: a new plain table every 2 s, each under the time it was taken.
+                # Piped: a new plain table at each change, each under the time it was taken.
                 while True:
                     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
                     print_table(console, TASK_COLUMNS, _rows(client.tasks(team, state, limit)))
-                    time.sleep(2)
+                    pacer.wait()
 
             def table() -> Table:
                 return rich_table(TASK_COLUMNS, _rows(client.tasks(team, state, limit)), console.width, wide)
 
             with Live(table(), console=console, refresh_per_second=1) as live:
                 while True:
-                    time.sleep(2)
+                    pacer.wait()
                     live.update(table())
         except (KeyboardInterrupt, BrokenPipeError):
             return
+        finally:
+            if follower is not None:
+                follower.stop()
 
 
 @app.command()

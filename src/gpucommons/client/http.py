@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from gpucommons.api import schemas
+from gpucommons.api import schemas, sse
 from gpucommons.api.errors import CommonsError, Unavailable, error_from_body
 
 M = TypeVar("M", bound=BaseModel)
@@ -30,12 +30,17 @@ class CommonsClient:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
+        self._token, self._timeout, self._transport = token, timeout, transport
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
 
     def close(self) -> None:
         self._http.close()
+
+    def copy(self) -> CommonsClient:
+        """Another client for the same server and token, with its own connections (for a thread)."""
+        return CommonsClient(self.base_url, self._token, timeout=self._timeout, transport=self._transport)
 
     def __enter__(self) -> CommonsClient:
         return self
@@ -111,6 +116,43 @@ class CommonsClient:
                     response.read()
                     _raise_for_error(response)
                 yield from response.iter_bytes()
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(
+                f"cannot reach the GPU Commons server at {self.base_url}: {exc}"
+            ) from None
+
+    def follow_events(
+        self,
+        team: str | None = None,
+        last_id: str | None = None,
+        timeout: float | None = None,
+        on_open: Callable[[], None] | None = None,
+    ) -> Iterator[sse.Message]:
+        """Task events as they happen (`GET /api/v1/events`), after `last_id` when given; ends when
+        the server ends the stream (its maximum duration, or `timeout`): follow it again with the
+        last message's `last_id`. `on_open` is called once the server has accepted the stream.
+        `NotFound` from a server that has no event stream."""
+        params: dict[str, str | float] = {"team": team} if team else {}
+        if timeout is not None:
+            params["timeout"] = timeout
+        headers = {"Last-Event-ID": last_id} if last_id else {}
+        parser = sse.Parser()
+        try:
+            # The server sends a comment every 15 s: a minute of silence is a connection gone.
+            with self._http.stream(
+                "GET",
+                "/api/v1/events",
+                params=params,
+                headers=headers,
+                timeout=httpx.Timeout(30.0, read=60.0),
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _raise_for_error(response)
+                if on_open is not None:
+                    on_open()
+                for chunk in response.iter_bytes():
+                    yield from parser.feed(chunk)
         except httpx.TransportError as exc:
             raise ServerUnreachable(
                 f"cannot reach the GPU Commons server at {self.base_url}: {exc}"
