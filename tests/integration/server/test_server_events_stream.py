@@ -16,10 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import insert
 from tests.integration.server.conftest import LiveServer, member_credential
 
 from gpucommons.api import sse
 from gpucommons.server.auth.credentials import revoke_token
+from gpucommons.store.models import TaskEventRow
 
 HEARTBEAT_S = 0.5
 EVENTS = "/api/v1/events"
@@ -78,7 +80,7 @@ class Stream:
 
     def take(self, count: int, timeout: float = 15.0) -> list[dict[str, Any]]:
         """The next `count` events' data (with the SSE `id` and `event` fields checked)."""
-        out = []
+        out: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while len(out) < count:
             message = self.messages.get(timeout=max(0.01, deadline - time.monotonic()))
@@ -244,3 +246,23 @@ def test_the_server_stops_promptly_with_a_stream_open(tmp_path: Path, database_u
     assert not live.thread.is_alive() and time.monotonic() - began < 3
     assert stream.ended.wait(2), "the stream outlived the server"
     client.close()
+
+
+def test_an_event_that_commits_after_a_later_one_still_comes_first(
+    server: LiveServer, open_stream: Any, database_url: str
+) -> None:
+    """PostgreSQL hands out ids at insert: 42 may commit after 43. The stream waits at the hole."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer at a time: its ids commit in order")
+    task = submit(server, "a")
+    stream = open_stream()
+    row = {"task_id": task, "at": time.time(), "kind": "warning"}
+    with server.ctx.db.engine.connect() as slow, server.ctx.db.engine.connect() as fast:
+        slow.execute(insert(TaskEventRow).values(**row, message="slow"))  # an id, not yet committed
+        fast.execute(insert(TaskEventRow).values(**row, message="fast"))
+        fast.commit()
+        time.sleep(0.8)  # several polls of the watcher: it sees the later id, and waits
+        assert stream.messages.empty(), "an event was sent past a hole in the ids"
+        slow.commit()
+    got = stream.take(2, timeout=5)
+    assert [e["message"] for e in got] == ["slow", "fast"] and got[0]["id"] < got[1]["id"]
