@@ -13,13 +13,15 @@ SSE clients reconnect by themselves with `Last-Event-ID`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
+from sqlalchemy.exc import SQLAlchemyError
 
 from gpucommons.api import sse
 from gpucommons.api.fields import INT32_MAX
@@ -122,6 +124,15 @@ async def events(
         return None if again is None or (again.scim and not again.platform_admin) else again
 
     async def stream() -> AsyncIterator[bytes]:
+        try:
+            async with contextlib.aclosing(follow()) as chunks:  # its `finally` runs when this one ends
+                async for chunk in chunks:
+                    yield chunk
+        except SQLAlchemyError:
+            # The answer's status is long sent: end it, and the client reconnects (its retry delay).
+            yield sse.comment("the database is unavailable: reconnect")
+
+    async def follow() -> AsyncGenerator[bytes]:
         loop = asyncio.get_running_loop()
         began = checked = loop.time()
         feed.open()
