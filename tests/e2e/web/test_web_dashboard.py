@@ -12,9 +12,11 @@ so the pool has 7 GPUs used, 2 of them borrowed, and 1 idle.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from tests.e2e.web.conftest import POLICY
@@ -415,3 +417,64 @@ def test_a_redraw_keeps_keyboard_focus_on_the_same_link(scenario: Scenario, open
     finally:
         with scenario.server.client() as client:
             client.cancel(extra.id)
+
+
+def _list_requests(page: Any) -> list[float]:
+    """The times (monotonic) of the page's `GET /api/v1/tasks` requests, as they are sent."""
+    sent: list[float] = []
+
+    def seen(request: Any) -> None:
+        if request.method == "GET" and urlsplit(request.url).path == "/api/v1/tasks":
+            sent.append(time.monotonic())
+
+    page.on("request", seen)
+    return sent
+
+
+def _sign_in(page: Any, server: Server, token: str) -> None:
+    page.goto(server.url + "/")
+    page.fill("#token", token)
+    page.click("#signin-button")
+    page.wait_for_selector("h1:has-text('Cluster overview')")
+
+
+def test_the_task_list_refreshes_on_events_instead_of_polling(scenario: Scenario, browser: Any) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        streams: list[str] = []
+        page.on("request", lambda r: streams.append(r.url) if "/api/v1/events" in r.url else None)
+        _sign_in(page, scenario.server, scenario.server.admin_token)
+        page.goto(scenario.server.url + "/#/tasks")
+        page.wait_for_selector(f"tr[data-task-id='{scenario.a1.id}']")
+        wait_for("the event stream to open", lambda: bool(streams))
+        page.wait_for_timeout(2000)  # the refresh when it opened
+        lists = _list_requests(page)
+        page.wait_for_timeout(7000)  # polling every 3 s would have fetched the list twice
+        assert lists == [], f"{len(lists)} list requests while nothing changed"
+        extra = submit(scenario.server, None, "beta", 1, "beta-evented")
+        submitted = time.monotonic()
+        try:
+            page.wait_for_selector(f"tr[data-task-id='{extra.id}']", timeout=5000)
+            assert lists and lists[0] - submitted < 2.5, "the list was not fetched on the event"
+        finally:
+            with scenario.server.client() as client:
+                client.cancel(extra.id)
+    finally:
+        context.close()
+
+
+def test_without_the_event_stream_the_task_list_polls_as_before(scenario: Scenario, browser: Any) -> None:
+    context = browser.new_context()
+    try:
+        # An older server: no /api/v1/events (404, as for any unknown path).
+        context.route("**/api/v1/events**", lambda route: route.fulfill(status=404, body="Not Found"))
+        page = context.new_page()
+        _sign_in(page, scenario.server, scenario.server.admin_token)
+        page.goto(scenario.server.url + "/#/tasks")
+        page.wait_for_selector(f"tr[data-task-id='{scenario.a1.id}']")
+        lists = _list_requests(page)
+        page.wait_for_timeout(7000)
+        assert len(lists) >= 2, f"only {len(lists)} list requests in 7 s without the stream"
+    finally:
+        context.close()

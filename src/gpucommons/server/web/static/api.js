@@ -107,6 +107,58 @@ export class Api {
     return this.request("GET", path, { query });
   }
 
+  /**
+   * Follow a server-sent-events stream (`/events`) until it ends: `onOpen()` once the server accepted
+   * it, `onMessage({id, event, data})` per message. Read with fetch rather than `EventSource`, which
+   * cannot send the pasted token's Authorization header. Resolves when the server ends the stream;
+   * throws an `ApiError` for an error answer (404 from a server without the stream) and an
+   * `AbortError` when `signal` aborts. Lines end with LF (CR LF too), as the server writes them.
+   */
+  async follow(path, { query, lastId = "", signal, onOpen, onMessage } = {}) {
+    const url = new URL(this.base + path, window.location.origin);
+    for (const [k, v] of Object.entries(query || {})) if (v) url.searchParams.set(k, String(v));
+    const headers = { Accept: "text/event-stream", ...this.authHeaders() };
+    if (lastId) headers["Last-Event-ID"] = lastId;
+    let response;
+    try {
+      response = await fetch(url, { headers, credentials: "same-origin", cache: "no-store", signal });
+    } catch (e) {
+      if (e.name === "AbortError") throw e;
+      throw new ApiError(0, "network", `The server did not answer (${e.message}).`);
+    }
+    if (!response.ok || !response.body) {
+      await response.text().catch(() => "");
+      throw new ApiError(response.status, "http_" + response.status, `HTTP ${response.status}`);
+    }
+    onOpen?.();
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let message = { id: lastId, event: "", data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      const lines = buffer.split("\n");
+      buffer = lines.pop();
+      for (const raw of lines) {
+        const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+        if (line === "") {
+          if (message.data.length) onMessage?.({ id: message.id, event: message.event || "message", data: message.data.join("\n") });
+          message = { id: message.id, event: "", data: [] };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const name = colon < 0 ? line : line.slice(0, colon);
+        let field = colon < 0 ? "" : line.slice(colon + 1);
+        if (field.startsWith(" ")) field = field.slice(1);
+        if (name === "data") message.data.push(field);
+        else if (name === "event") message.event = field;
+        else if (name === "id" && !field.includes("\0")) message.id = field;
+      }
+    }
+  }
+
   post(path, body) {
     return this.request("POST", path, { body: body === undefined ? {} : body });
   }

@@ -1,5 +1,9 @@
 // The dashboard shell: hash routing, sign-in state, and the refresh loop that re-renders a page only
-// when its data changed (so focus, selection and scroll survive the polling).
+// when its data changed (so focus, selection and scroll survive the polling). Pages about tasks
+// (`followsEvents`: the overview, the task list, a team) refresh when the server's event stream
+// (`/api/v1/events`) says one of the caller's tasks changed, and poll only every `EVENTS_SAFETY_MS`
+// while it is live; without it (an older server, a proxy that breaks streams) they poll as before.
+// A task's own page keeps polling: its log grows without events.
 
 import { Api, ApiError, session } from "./api.js";
 import { loadContext } from "./data.js";
@@ -18,6 +22,14 @@ import * as usage from "./views/usage.js";
 const config = JSON.parse(document.getElementById("commons-config")?.textContent || "{}");
 const api = new Api(config.api_base || "/api/v1");
 const DEFAULT_REFRESH_MS = config.refresh_ms || 3000;
+//: While the event stream is live, a page that follows it polls only this often: what the stream
+//: does not tell a caller (other teams' tasks moving the queue positions and the pools' totals it
+//: shows) is at most this old.
+const EVENTS_SAFETY_MS = 15000;
+//: Fewest ms between two refreshes on events, however many arrive (a sweep of 1,000 submissions).
+const EVENTS_MIN_GAP_MS = 1000;
+//: Wait before following the stream again after it failed.
+const EVENTS_RETRY_MS = 5000;
 
 const ROUTES = [
   [/^\/?$/, overview],
@@ -52,7 +64,16 @@ const state = {
   //: How long the last load and render took (ms): polling backs off when a page is expensive.
   lastCostMs: 0,
   route: null,
+  region: null,
+  //: When the last refresh started (performance.now()), and a refresh on events waiting its turn.
+  lastTickAt: 0,
+  changeTimer: null,
+  staleWhileHidden: false,
 };
+
+//: The event stream: followed while signed in; `live` once the server accepted it; `unavailable`
+//: after a 404 (a server without it: poll as before).
+const stream = { controller: null, live: false, unavailable: false, lastId: "" };
 
 function parseHash() {
   const raw = window.location.hash.replace(/^#/, "") || "/";
@@ -101,6 +122,7 @@ async function show() {
   window.clearTimeout(state.timer);
   state.route = route;
   const region = h("div", { class: "region" });
+  state.region = region;
   const ctx = context(route, region);
   replace(els.main, route.view.header ? route.view.header(ctx) : null, region);
   document.title = `${route.view.title} · GPU Commons`;
@@ -117,6 +139,7 @@ async function tick(generation, route, region, force = false) {
   window.clearTimeout(state.timer);
   const ctx = context(route, region);
   const started = performance.now();
+  state.lastTickAt = started;
   try {
     const data = await route.view.load(ctx);
     if (generation !== state.generation) return; // the user went elsewhere meanwhile
@@ -142,7 +165,9 @@ async function tick(generation, route, region, force = false) {
 }
 
 function schedule(generation, route, region) {
-  const every = route.view.refreshMs ?? DEFAULT_REFRESH_MS;
+  window.clearTimeout(state.timer);
+  const polled = route.view.refreshMs ?? DEFAULT_REFRESH_MS;
+  const every = polled && route.view.followsEvents && stream.live ? Math.max(polled, EVENTS_SAFETY_MS) : polled;
   if (!every || state.paused || !state.signedIn) return;
   // A page that takes long to load (a big cluster, a busy server) is polled less often: the
   // dashboard never spends more than about a fifth of its time, or the server's, refreshing.
@@ -151,6 +176,81 @@ function schedule(generation, route, region) {
     if (document.hidden) schedule(generation, route, region); // no polling in a background tab
     else tick(generation, route, region);
   }, delay);
+}
+
+/** Something changed on the server: refresh a page that follows events, at most every EVENTS_MIN_GAP_MS. */
+function changed() {
+  const route = state.route;
+  if (!route?.view.followsEvents || state.paused || !state.signedIn || state.changeTimer) return;
+  if (document.hidden) {
+    state.staleWhileHidden = true; // refreshed when the tab is shown again
+    return;
+  }
+  const gap = Math.max(EVENTS_MIN_GAP_MS, 5 * state.lastCostMs);
+  const wait = Math.max(0, state.lastTickAt + gap - performance.now());
+  const generation = state.generation;
+  const region = state.region;
+  state.changeTimer = window.setTimeout(() => {
+    state.changeTimer = null;
+    if (generation === state.generation && !state.paused) tick(generation, route, region);
+  }, wait);
+}
+
+function setLive(live) {
+  if (stream.live === live) return;
+  stream.live = live;
+  // Live: poll rarely (and refresh once, for what changed before the stream opened); not: as before.
+  if (live) changed();
+  if (state.route && state.region && state.signedIn) schedule(state.generation, state.route, state.region);
+}
+
+function pause(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = window.setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (window.clearTimeout(timer), resolve()), { once: true });
+  });
+}
+
+/** Follow the event stream while signed in, again from the last event each time the server ends it. */
+async function followEvents() {
+  if (stream.controller || stream.unavailable) return;
+  const controller = new AbortController();
+  stream.controller = controller;
+  const { signal } = controller;
+  while (state.signedIn && !signal.aborted) {
+    try {
+      await api.follow("/events", {
+        lastId: stream.lastId,
+        signal,
+        onOpen: () => setLive(true),
+        onMessage: (message) => {
+          stream.lastId = message.id;
+          changed();
+        },
+      });
+      await pause(1000, signal); // the server ended it (its longest stream): follow it again
+    } catch (e) {
+      if (signal.aborted) break;
+      setLive(false);
+      if (e instanceof ApiError && e.status === 401) {
+        signOut("Your session has ended or the token was revoked; please sign in again.");
+        break;
+      }
+      if (e instanceof ApiError && (e.status === 404 || e.status === 405)) {
+        stream.unavailable = true; // a server without the stream: the pages poll as before
+        break;
+      }
+      await pause(EVENTS_RETRY_MS, signal);
+    }
+  }
+  if (stream.controller === controller) stream.controller = null;
+  setLive(false);
+}
+
+function stopFollowing() {
+  stream.controller?.abort();
+  stream.controller = null;
+  setLive(false);
 }
 
 /** Swap a region's content, keeping keyboard focus on the same control if it is still there. */
@@ -248,6 +348,7 @@ async function signIn() {
   state.signedIn = true;
   state.signinMessage = "";
   announce(`Signed in${who ? ` as ${who.display_name || who.subject}` : ""}.`);
+  followEvents();
   const route = parseHash();
   if (route.view === signin) window.location.hash = "#/";
   else await show();
@@ -260,6 +361,7 @@ async function signOut(message) {
   state.who = null;
   state.signinMessage = message;
   window.clearTimeout(state.timer);
+  stopFollowing();
   // A pasted token is only forgotten (it may be the admin token `commons up` wrote); a sign-in session
   // is ended on the server, which also clears its cookie.
   if (byCookie && config.sso_logout_url) {
@@ -278,6 +380,12 @@ async function boot() {
     updateStatus();
   });
   window.addEventListener("hashchange", show);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && state.staleWhileHidden) {
+      state.staleWhileHidden = false;
+      changed();
+    }
+  });
   window.setInterval(() => {
     updateStatus();
     tickAges(els.main, api.now());

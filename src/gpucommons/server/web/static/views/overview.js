@@ -8,6 +8,8 @@ import { plural } from "../format.js";
 import { historySection, loadHistory, windowParam } from "./history.js";
 
 export const title = "Overview";
+//: Refreshed when the event stream reports a change of the caller's tasks, polled less often meanwhile (app.js).
+export const followsEvents = true;
 
 export async function load(ctx) {
   const [overview, history] = await Promise.all([loadOverview(ctx.api), loadHistory(ctx.api, windowParam(ctx))]);

@@ -6,6 +6,8 @@ import { age, h, table } from "../dom.js";
 import { isActiveState, plural } from "../format.js";
 
 export const title = "Tasks";
+//: Refreshed when the event stream reports a change of the caller's tasks, polled less often meanwhile (app.js).
+export const followsEvents = true;
 //: Waiting tasks shown as cards, first in the queue first; the table lists the rest.
 const QUEUE_CARDS = 10;
 

@@ -10,6 +10,8 @@ import { gpuCharts, waitsCharts } from "./history.js";
 import { stateBadge } from "./tasks.js";
 
 export const title = "Team";
+//: Refreshed when the event stream reports a change of the caller's tasks, polled less often meanwhile (app.js).
+export const followsEvents = true;
 export const refreshMs = 15000;
 
 export async function load(ctx) {
