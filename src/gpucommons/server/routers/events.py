@@ -23,7 +23,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 from sqlalchemy.exc import SQLAlchemyError
 
-from gpucommons.api import sse
+from gpucommons.api import schemas, sse
 from gpucommons.api.fields import INT32_MAX
 from gpucommons.identity.authz import Action, visible_teams
 from gpucommons.identity.principal import Principal
@@ -49,7 +49,24 @@ EVENT_STREAM: dict[int | str, dict[str, Any]] = {
             "heartbeats. The stream ends after `timeout` or the server's maximum; reconnect with "
             "`Last-Event-ID`."
         ),
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        # Before OpenAPI 3.2 (`itemSchema`), a stream's `schema` describes each of its events.
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "pattern": "^[0-9]+$"},
+                        "event": {"type": "string"},
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": "application/json",
+                            "contentSchema": schemas.StreamEvent.model_json_schema(mode="serialization"),
+                        },
+                        "retry": {"type": "integer", "minimum": 0},
+                    },
+                }
+            }
+        },
     }
 }
 
