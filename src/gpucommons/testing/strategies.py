@@ -184,6 +184,10 @@ class MiniSimResult:
     finished: int = 0
     cycles: int = 0
     decisions: list[Decisions] = field(default_factory=list)
+    #: The task whose preemptions passed `MiniSim.max_preemptions_per_task`, ending the run early:
+    #: a loop across instants (each preemption a moment after the last), which only an engine
+    #: without min-runtime protection can enter (Kueue: fair share beside within-team preemption).
+    looped: str | None = None
 
 
 class MiniSim:
@@ -197,6 +201,7 @@ class MiniSim:
         requeue_same_instant: bool = False,
         check: bool = True,
         max_rounds_per_instant: int = 200,
+        max_preemptions_per_task: int = 100,
     ) -> None:
         self.state = ClusterState(policy)
         self.config = config
@@ -204,6 +209,7 @@ class MiniSim:
         self.requeue_same_instant = requeue_same_instant
         self.check = check
         self.max_rounds = max_rounds_per_instant
+        self.max_preemptions = max_preemptions_per_task
         self._events: list[tuple[float, int, str, str]] = []
         self._seq = 0
         self._jobs: dict[str, Job] = {}
@@ -219,7 +225,7 @@ class MiniSim:
         for job in jobs:
             self._jobs[job.task.id] = job
             self._push(job.submit_s, "submit", job.task.id)
-        while self._events and self._events[0][0] <= until:
+        while self._events and self._events[0][0] <= until and self.result.looped is None:
             now = self._events[0][0]
             while self._events and self._events[0][0] == now:
                 _, token, kind, task_id = heapq.heappop(self._events)
@@ -261,6 +267,8 @@ class MiniSim:
                 )
             for p in d.preempt:
                 self.result.preemptions[p.victim_id] += 1
+                if self.result.preemptions[p.victim_id] > self.max_preemptions:
+                    self.result.looped = p.victim_id
                 self.result.per_instant[(p.victim_id, now)] += 1
                 if self.grace_s == 0 and self.requeue_same_instant:
                     self._finish_token.pop(p.victim_id, None)

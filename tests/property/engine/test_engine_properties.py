@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gpucommons.domain.model import Policy
 from gpucommons.engine import ClusterState, EngineConfig, Placement, decide
-from gpucommons.testing.strategies import Job, MiniSim, policies, workloads
+from gpucommons.testing.strategies import Job, MiniSim, MiniSimResult, policies, workloads
 
 EXAMPLES = int(os.environ.get("ENGINE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
@@ -37,6 +37,16 @@ CONFIGS = {
 }
 
 
+def assert_no_loop_with_protection(result: MiniSimResult, config: EngineConfig) -> None:
+    """A loop across instants (a task preempted over and over, a moment apart) ends the run early.
+    Kueue's rules can enter one — fair-share preemption takes a higher-priority task of another team,
+    whose team then takes back its lower-priority one within the team, and so on — and Kueue has no
+    guard against it; min-runtime protection (a task preempted before waits out its class's
+    `min_runtime` since readmission) is ours, and with it no run may loop."""
+    if config.min_runtime_protection:
+        assert result.looped is None, f"{result.looped} preempted {result.preemptions[result.looped]} times"
+
+
 @st.composite
 def scenario(draw: st.DrawFn) -> tuple[Policy, list[Job], str]:
     policy = draw(policies())
@@ -49,6 +59,7 @@ def test_invariants_hold_through_a_run(sc: tuple[Policy, list[Job], str], grace:
     policy, jobs, config = sc
     result = MiniSim(policy, CONFIGS[config], grace_s=grace).run(jobs)
     assert all(n <= 1 for n in result.per_instant.values()), result.per_instant
+    assert_no_loop_with_protection(result, CONFIGS[config])
 
 
 @FUZZ
@@ -103,6 +114,7 @@ def test_fair_share_runs_keep_the_invariants(sc: tuple[Policy, list[Job], str]) 
     fair = replace(policy, scheduling=replace(policy.scheduling, mode=SchedulingMode.FAIR_SHARE), _index={})
     result = MiniSim(fair, CONFIGS[config], grace_s=0.0).run(jobs)
     assert all(n <= 1 for n in result.per_instant.values())
+    assert_no_loop_with_protection(result, CONFIGS[config])
 
 
 @st.composite
