@@ -1,7 +1,9 @@
 """Writing and reading the usage ledger (docs/design.md, contract 4) in the store.
 
 An interval opens when a task is admitted (its GPUs are reserved from then on) and closes when the
-attempt ends — succeeded, failed, cancelled or preempted — at the time the process ended.
+attempt ends — succeeded, failed, cancelled or preempted — at the time the process ended. An
+attempt that never started (the server died between admission and launch, or the backend refused
+the start) leaves no interval: only what ran is billed (`drop_open_interval`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from sqlalchemy import or_, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from gpucommons.ledger.interval import EndReason, UsageInterval
@@ -65,6 +67,16 @@ def close_interval(
         row.end = max(at, row.start)
         row.end_reason = reason.value
         row.lost_gpu_seconds = lost_gpu_s
+
+
+def drop_open_interval(session: Session, task: TaskRow) -> None:
+    """Remove the task's open interval: its attempt never started, so nothing ran to bill. (Closing
+    it instead billed a crash's downtime as `preempted` work of a task that never ran.)"""
+    session.execute(
+        delete(UsageIntervalRow)
+        .where(UsageIntervalRow.task_id == task.id, UsageIntervalRow.end.is_(None))
+        .execution_options(synchronize_session="fetch")
+    )
 
 
 def _dt(ts: float) -> datetime:

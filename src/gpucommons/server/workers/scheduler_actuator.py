@@ -39,7 +39,7 @@ from gpucommons.server.services.tasks import LIVE_STATES, hash_task_token
 from gpucommons.server.workers.attempts import begin_attempt, end_attempt, handle_of, pool_gpu_indices
 from gpucommons.server.workers.launching import LaunchBuilder
 from gpucommons.server.workers.outputs import SchedulerHooks
-from gpucommons.server.workers.scheduler_supervisor import AttemptSupervisor, release_resources
+from gpucommons.server.workers.scheduler_supervisor import AttemptSupervisor, release_unstarted
 from gpucommons.store.db import Database
 from gpucommons.store.models import AttemptRow, GpuAllocationRow, TaskRow
 
@@ -136,7 +136,7 @@ class Actuator:
                         f"re-adopted (pid {handle.pid}): started just before the server stopped",
                     )
                     continue
-                release_resources(session, row, now, EndReason.PREEMPTED, 0.0)
+                release_unstarted(session, row)  # nothing ran: nothing to bill
                 row.queued_at = now
                 switch_task_state(
                     session, row, TaskState.PENDING, now, "the server stopped before launch; requeued"
@@ -365,7 +365,7 @@ class Actuator:
         with self.host.db.session() as session:
             row = session.get(TaskRow, task_id)
             if row is not None:
-                release_resources(session, row, now, EndReason.FAILED, 0.0)
+                release_unstarted(session, row)  # it never ran: nothing to bill
                 row.finished_at = now
                 switch_task_state(session, row, TaskState.FAILED, now, f"could not start: {reason}")
                 end_attempt(row, now, EndReason.FAILED, requeue=False)

@@ -39,7 +39,7 @@ from gpucommons.domain.task import CheckpointMode, TaskState
 from gpucommons.engine.state import ClusterState
 from gpucommons.ledger.interval import EndReason
 from gpucommons.server.services.checkpoints import last_saved_at, unsaved_work
-from gpucommons.server.services.ledger import close_interval, open_intervals
+from gpucommons.server.services.ledger import close_interval, drop_open_interval, open_intervals
 from gpucommons.server.services.lifecycle import record_event, switch_task_state
 from gpucommons.server.services.tasks import LIVE_STATES
 from gpucommons.server.workers.attempts import (
@@ -94,6 +94,12 @@ class Release:
         self.freeing.append(row.id)
         close_interval(self.session, row, at, reason, lost, self.intervals)
 
+    def unstarted(self, row: TaskRow) -> None:
+        """Free the GPUs of an attempt that never started (at `flush`) and drop its interval."""
+        self.freeing.append(row.id)
+        self.intervals.pop(row.id, None)
+        drop_open_interval(self.session, row)
+
     def flush(self) -> None:
         """One DELETE for every task released so far."""
         if self.freeing:
@@ -109,6 +115,13 @@ def release_resources(session: Session, row: TaskRow, at: float, reason: EndReas
     """Free one task's GPUs and close its ledger interval now (outside a cycle's watch)."""
     release = Release(session)
     release.resources(row, at, reason, lost)
+    release.flush()
+
+
+def release_unstarted(session: Session, row: TaskRow) -> None:
+    """Free the GPUs of an attempt that never started, leaving no ledger interval (nothing ran)."""
+    release = Release(session)
+    release.unstarted(row)
     release.flush()
 
 
