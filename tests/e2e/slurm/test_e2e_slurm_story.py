@@ -26,9 +26,18 @@ def test_borrowing_across_nodes_then_reclaim_with_sigterm_and_resume_from_the_ch
 
     # Team a borrows b's idle 16 GPUs: its four 8-GPU tasks run on the four nodes at once.
     p.wait(lambda: nodes_running_a() == {"n1", "n2", "n3", "n4"}, what="a's tasks on every node")
+    # b's two tasks end only once both have started: with a fixed `sleep 1`, a slow machine submitted
+    # the second after the first had ended, a's first victim was back by then, and b reclaimed from
+    # a third task (CI, 7 December 2026).
+    started = tmp_path / "b-started"
+    started.mkdir(mode=0o777)
+    both = (
+        f"mktemp -p {started} >/dev/null; n=0; "
+        f"until [ $(ls {started} | wc -l) -ge 2 ] || [ $n -ge 600 ]; do sleep 0.1; n=$((n+1)); done"
+    )
     b = [
-        p.submit("--team", "b", "--gpus", "8", "--", "sh", "-c", "sleep 1"),
-        p.submit_api("b", 8, "sleep", "1"),
+        p.submit("--team", "b", "--gpus", "8", "--", "sh", "-c", both),
+        p.submit_api("b", 8, "sh", "-c", both),
     ]
     p.wait(
         lambda: {p.states()[t] for t in [*a, *b]} == {"succeeded"}, timeout=60, what="every task to succeed"
