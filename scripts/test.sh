@@ -10,6 +10,14 @@ echo "== mypy (strict)"; mypy
 echo "== import-linter"; lint-imports
 echo "== pytest";        python -m pytest "$@"
 
+# The engine's Python sources are what runs where the compiled build is missing or stale
+# (src/gpucommons/_native.py): its suites again on them, with the tests that patch engine internals.
+PURE_SUITES=(tests/unit/engine tests/unit/sim tests/property/engine tests/property/sim)
+if [ "$#" -eq 0 ] && python -c "import sys, gpucommons._native as n; sys.exit(0 if n.compiled() else 1)"; then
+  echo "== pytest, engine from its Python sources (GPUCOMMONS_PURE=1)"
+  GPUCOMMONS_PURE=1 python -m pytest -q -p no:cacheprovider "${PURE_SUITES[@]}"
+fi
+
 # Budgets, invoices, ledger periods and usage exports must work at any instant; the suite moves the
 # server's clock itself (tests/integration/server/test_server_invoices.py), and this smoke check
 # runs what reads the real date (the CLI, real `commons up` servers) at a month's first hour.

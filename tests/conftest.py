@@ -1,4 +1,5 @@
-"""Fixtures shared by several test folders: a real multi-node Slurm (gpucommons.testing.slurm_cluster).
+"""Fixtures shared by several test folders: a real multi-node Slurm (gpucommons.testing.slurm_cluster);
+and the `pure_python` marker's skip where the engine is compiled (gpucommons._native).
 
 The clusters start on first use, once per session (about a second; a few more with accounting), and
 skip the test with the reason when they cannot start here (not root, Slurm or MariaDB missing). The
@@ -13,6 +14,20 @@ from collections.abc import Iterator
 import pytest
 
 from gpucommons.testing.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_cluster
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A `pure_python` test replaces engine functions to count or break them, which compiled modules
+    never see (they call each other directly): where the compiled engine is loaded it is skipped,
+    and scripts/test.sh runs it again with GPUCOMMONS_PURE=1."""
+    from gpucommons import _native
+
+    if not _native.compiled():
+        return
+    skip = pytest.mark.skip(reason="patches engine internals: runs under GPUCOMMONS_PURE=1 (scripts/test.sh)")
+    for item in items:
+        if item.get_closest_marker("pure_python") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

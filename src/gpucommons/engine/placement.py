@@ -53,8 +53,8 @@ class PoolNodes:
         """A copy of the free GPUs now, to which every later take and give back of this one is
         applied too, until `unfollow()` — except on the GPUs in `skip` (the caller's set, read at
         each change: GPUs whose state in the copy the caller sets itself)."""
-        copy = PoolNodes.__new__(PoolNodes)
-        copy.gpus_per_node = self.gpus_per_node
+        # Through the constructor: a compiled class (gpucommons._native) has no bare `__new__`.
+        copy = PoolNodes(0, self.gpus_per_node, [])
         copy.owner = self.owner
         copy.free_mask = list(self.free_mask)
         copy.buckets = {part: [list(b) for b in bs] for part, bs in self.buckets.items()}

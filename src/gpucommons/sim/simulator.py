@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from gpucommons.domain import Policy, Resources
 from gpucommons.engine import ClusterState
@@ -80,7 +81,12 @@ class JobRun:
         "work_start",
     )
 
-    WAITING, RUNNING, STOPPING, DONE, NEVER = "waiting", "running", "stopping", "done", "never"
+    # `Final`: class constants, not instance defaults, when the module is compiled (mypyc).
+    WAITING: Final = "waiting"
+    RUNNING: Final = "running"
+    STOPPING: Final = "stopping"
+    DONE: Final = "done"
+    NEVER: Final = "never"
 
     def __init__(self, resolved: ResolvedJob, units: float) -> None:
         self.resolved = resolved

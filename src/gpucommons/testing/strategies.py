@@ -9,7 +9,6 @@ cycle and counts preemptions per task per instant.
 
 from __future__ import annotations
 
-import copy
 import heapq
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -395,6 +394,33 @@ def check_subtrees_within_quota_kept(state: ClusterState, d: Decisions) -> None:
             )
 
 
+def replica(state: ClusterState) -> ClusterState:
+    """A new state holding what `state` holds, built through the state's own methods.
+
+    Not `copy.deepcopy`: the engine may be compiled (gpucommons._native), and compiled classes
+    cannot be copied field by field from outside."""
+    trial = ClusterState(state.policy)
+    for pool in (p.name for p in state.policy.pools):
+        trial.set_out_of_service(pool, state.out_of_service(pool))
+    running = sorted(state.iter_running(), key=lambda rt: (rt.admitted_at, rt.task.seq))
+    for rt in running:
+        trial.add_pending(rt.task)
+        trial.admit(rt.task.id, rt.admission, rt.admitted_at)
+    for task in state.iter_pending():
+        trial.add_pending(task)
+    for rt in running:
+        if rt.preempting:
+            trial.mark_preempting(rt.task.id, state.preemptor_of(rt.task.id))
+        if rt.unsaved_gpu_s:
+            trial.set_unsaved_work(rt.task.id, rt.unsaved_gpu_s)
+    for task_id, count in state.preempted_before().items():
+        if trial.pending(task_id) is not None or trial.running(task_id) is not None:
+            trial.set_preemption_count(task_id, count)
+    for team in state.policy.team_names:
+        trial.set_team_spend(team, state.team_spend(team))
+    return trial
+
+
 def check_preemptions_make_room(state: ClusterState, d: Decisions, now: float, config: EngineConfig) -> None:
     """Every preemptor fits once the victims have stopped, even with this cycle's admissions in
     place. As in Kueue (scheduler.go `fits`, with every preempted workload removed), a plan may
@@ -406,7 +432,7 @@ def check_preemptions_make_room(state: ClusterState, d: Decisions, now: float, c
             order.append(p.preemptor_id)
     if not order:
         return
-    trial = copy.deepcopy(state)
+    trial = replica(state)
     for a in d.admit:
         trial.admit(a.task_id, a.admission, now)
     victims = {p.victim_id for p in d.preempt}
