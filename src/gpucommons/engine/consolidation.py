@@ -132,10 +132,12 @@ def _node_choices(
             (rt for rt in by_node.get(node, ()) if movable(cy, rt)),
             key=lambda rt: (rt.unsaved_gpu_s, -rt.task.resources.gpus, rt.task.seq),
         )
-        choices: set[tuple[RunningTask, ...]] = set()
+        # At most two choices, kept in a list (not a set: hashing running tasks was 4 % of a
+        # `commons` replay, and a set's order is the hash's, not a rule's).
+        choices: list[tuple[RunningTask, ...]] = []
         enough = [rt for rt in cheap if rt.task.resources.gpus >= short]
         if enough:
-            choices.add(
+            choices.append(
                 (min(enough, key=lambda rt: (rt.unsaved_gpu_s, rt.task.resources.gpus, rt.task.seq)),)
             )
         chosen: list[RunningTask] = []
@@ -144,7 +146,8 @@ def _node_choices(
             chosen.append(rt)
             left -= rt.task.resources.gpus
             if left <= 0:
-                choices.add(tuple(chosen))
+                if not choices or len(chosen) != 1 or chosen[0] is not choices[0][0]:
+                    choices.append(tuple(chosen))
                 break
         for moved in choices:
             if _room_elsewhere(nodes, part, [node], moved):

@@ -38,6 +38,12 @@ class Target:
     #: Already being preempted (no new preemption is issued; it is leaving anyway).
     leaving: bool = False
 
+    def __init__(self, victim: RunningTask, reason: PreemptReason, leaving: bool = False) -> None:
+        # By hand, as `Resources.__init__`: one per candidate of every victim search.
+        object.__setattr__(self, "victim", victim)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "leaving", leaving)
+
 
 @dataclass(frozen=True, slots=True)
 class Reach:

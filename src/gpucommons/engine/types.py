@@ -34,6 +34,29 @@ class TaskRequest:
     #: False for classes that are never preempted (e.g. production).
     preemptible: bool = True
 
+    def __init__(
+        self,
+        id: str,
+        team: str,
+        resources: Resources,
+        priority: int,
+        priority_class: str,
+        seq: int,
+        queued_at: float,
+        pools: tuple[str, ...] = (),
+        preemptible: bool = True,
+    ) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "team", team)
+        object.__setattr__(self, "resources", resources)
+        object.__setattr__(self, "priority", priority)
+        object.__setattr__(self, "priority_class", priority_class)
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "queued_at", queued_at)
+        object.__setattr__(self, "pools", pools)
+        object.__setattr__(self, "preemptible", preemptible)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSlice:
@@ -47,6 +70,11 @@ class NodeSlice:
     node: int
     gpu_indices: tuple[int, ...]
 
+    def __init__(self, node: int, gpu_indices: tuple[int, ...]) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "gpu_indices", gpu_indices)
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -56,6 +84,12 @@ class Admission:
     placement: tuple[NodeSlice, ...] = ()
     #: The part of the request above the team's nominal quota at the moment of admission.
     borrowed: Resources = ZERO
+
+    def __init__(self, pool: str, placement: tuple[NodeSlice, ...] = (), borrowed: Resources = ZERO) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "pool", pool)
+        object.__setattr__(self, "placement", placement)
+        object.__setattr__(self, "borrowed", borrowed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +104,21 @@ class RunningTask:
     preempting: bool = False
     #: GPU-seconds of work since its last saved state (checkpoint-aware victim choice).
     unsaved_gpu_s: float = 0.0
+
+    def __init__(
+        self,
+        task: TaskRequest,
+        admission: Admission,
+        admitted_at: float,
+        preempting: bool = False,
+        unsaved_gpu_s: float = 0.0,
+    ) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "admission", admission)
+        object.__setattr__(self, "admitted_at", admitted_at)
+        object.__setattr__(self, "preempting", preempting)
+        object.__setattr__(self, "unsaved_gpu_s", unsaved_gpu_s)
 
 
 class PreemptReason(StrEnum):
@@ -86,6 +135,12 @@ class Admit:
     task_id: str
     admission: Admission
     message: str = ""
+
+    def __init__(self, task_id: str, admission: Admission, message: str = "") -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "task_id", task_id)
+        object.__setattr__(self, "admission", admission)
+        object.__setattr__(self, "message", message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +171,11 @@ class PendingCode(StrEnum):
 class Pending:
     code: PendingCode
     message: str
+
+    def __init__(self, code: PendingCode, message: str) -> None:
+        # By hand, as `Resources.__init__`: a cycle writes one for every waiting head.
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "message", message)
 
 
 @dataclass(frozen=True, slots=True)

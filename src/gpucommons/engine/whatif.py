@@ -23,6 +23,16 @@ class _Change:  # not frozen: one is built per what-if step, and a frozen init c
     take: tuple[NodeSlice, ...]  # GPUs taken
     give: tuple[NodeSlice, ...]  # GPUs given back
 
+    def __init__(
+        self, team: str, pool: str, usage: Resources, take: tuple[NodeSlice, ...], give: tuple[NodeSlice, ...]
+    ) -> None:
+        # By hand: compiled (gpucommons._native), a generated `__init__` stays interpreted.
+        self.team = team
+        self.pool = pool
+        self.usage = usage
+        self.take = take
+        self.give = give
+
 
 class WhatIf:
     """An undo log over a `ClusterState`'s usage and node map."""
