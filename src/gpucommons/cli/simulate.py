@@ -123,10 +123,13 @@ def print_summary(summary: dict[str, Any], title: str, wide: bool = False) -> No
     bound = summary["utilization_bound"]
     console.print(
         f"utilization {summary['gpu_utilization']:.1%}"
-        + (f" (work-conserving bound {bound:.1%})" if bound is not None else "")
+        # `utilization_bound` (contract 3 keeps the key) is a greedy FIFO with backfill and no quotas,
+        # not a bound: a quota'd engine can land above it (docs/simulator.md), so it is named for what it is.
+        + (f" (greedy FIFO reference {bound:.1%})" if bound is not None else "")
         + f" · makespan {short_duration(summary['makespan_s'])} · preemptions {summary['preemptions']:,}"
-        f" · lost {summary['lost_gpu_hours']:,} GPU-h · idle while waiting"
-        f" {summary['idle_while_waiting_gpu_hours']:,} GPU-h"
+        # One decimal: `{:,}` of 165.936 read like 165,936.
+        f" · lost {summary['lost_gpu_hours']:,.1f} GPU-h · idle while waiting"
+        f" {summary['idle_while_waiting_gpu_hours']:,.1f} GPU-h"
     )
     for key, what in (
         ("never_fit_jobs", "never fit this engine's limits (kept in the report, never started)"),
