@@ -269,9 +269,11 @@ class PolicyInfo(_Response):
 
 
 class Health(_Response):
+    #: `ok` (HTTP 200) or `degraded` (HTTP 503, `detail` says why).
     status: Literal["ok", "degraded"]
     version: str
-    scheduler: Literal["running", "stopped"]
+    #: `stalled`: the scheduler's thread is alive but has not finished a cycle for too long.
+    scheduler: Literal["running", "stopped", "stalled"]
     executor: str
     last_cycle_at: datetime | None = None
     #: `leader`: this process runs the scheduler and the background workers; `follower`: it serves
@@ -279,3 +281,5 @@ class Health(_Response):
     role: Literal["leader", "follower"] = "leader"
     #: When this process became the leader (None for a follower).
     leader_since: datetime | None = None
+    #: Why the status is not `ok` (e.g. "scheduler stalled: last cycle 312 s ago (limit 120 s)").
+    detail: str | None = None

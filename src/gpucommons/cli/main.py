@@ -81,6 +81,32 @@ def _build(name: str) -> Any:
     return None
 
 
+def _plain_option_types() -> None:
+    """No type beside a flag in the rich help, and a range's type named once.
+
+    typer 0.29 (which carries its own copy of click; the installed click is not used) began to show
+    a type beside every option in its rich help: `--help <bool>`, `--wide <bool>`, where its plain
+    help and every earlier typer show none (a flag takes no value), and `<float range> [x>=0]`,
+    which says "range" twice. At 80 columns that column squeezed every option's help to a few
+    characters. Older typers have no `display_type_rich`, and are left alone."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "commons_plain", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        text: str | None = shown(self, ctx)
+        return text.replace(" range>", ">") if text else text
+
+    display_type_rich.commons_plain = True  # type: ignore[attr-defined]
+    setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010
+
+
+_plain_option_types()
+
 app = typer.Typer(
     name="commons",
     help="GPU Commons: share one GPU cluster between many ML teams.",

@@ -147,8 +147,10 @@ def list_tasks(
         bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
     ] = False,
 ) -> None:
-    """List tasks, newest first. Narrow terminals lose the least useful columns first; ids and
-    names are never cut; piped output is plain text with every column."""
+    """List tasks, newest first.
+
+    Narrow terminals lose the least useful columns first; ids and names are never cut; piped output
+    is plain text with every column."""
     with api() as client:
         if as_json:
             rows = client.tasks(team, state, limit)

@@ -94,7 +94,8 @@ def _fmt(pattern: str) -> Callable[[Any], str]:
 #: The rows of the side-by-side table: (label, summary key, formatter).
 SUMMARY_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("GPU utilization", "gpu_utilization", _fmt("{:.1%}")),
-    ("work-conserving bound", "utilization_bound", _fmt("{:.1%}")),
+    # `utilization_bound`: greedy FIFO with backfill and no quotas; not a bound (docs/simulator.md).
+    ("greedy FIFO reference", "utilization_bound", _fmt("{:.1%}")),
     ("makespan", "makespan_s", lambda s: short_duration(float(s))),
     ("idle while waiting (GPU-h)", "idle_while_waiting_gpu_hours", _fmt("{:,.0f}")),
     ("preemptions", "preemptions", _fmt("{:,}")),

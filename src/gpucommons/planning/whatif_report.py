@@ -163,7 +163,8 @@ def render_html(comparison: Comparison, title: str, trace_name: str) -> str:
         "<h2>Cluster</h2>",
         _table(["metric", *labels], summary_rows(comparison)),
         "<p class='note'>Utilization counts GPU-seconds held (lost work included) between the first and last "
-        "submission. The bound is a work-conserving FIFO scheduler with backfill and no quotas. Idle while "
+        "submission. The greedy FIFO reference is a work-conserving FIFO scheduler with backfill and no "
+        "quotas: greedy, not a bound (a policy can do better). Idle while "
         "waiting is capacity left free while jobs that would have fitted in it waited.</p>",
         "<h2>Teams: wait p50 / p95 · finish-time fairness</h2>",
         _table(["team", *labels], team_rows(comparison)),

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from gpucommons import __version__
 from gpucommons.backends.clock import SystemClock
+from gpucommons.backends.local.accounts import IsolationMode
 from gpucommons.backends.ports import Clock, Executor
 from gpucommons.domain.election import Sharing
 from gpucommons.server import views, web
@@ -28,7 +29,7 @@ from gpucommons.server.metrics import Metrics
 from gpucommons.server.observability import install_observability
 from gpucommons.server.openapi import install_openapi
 from gpucommons.server.policy_holder import PolicyHolder
-from gpucommons.server.private_dirs import make_private_dirs
+from gpucommons.server.private_dirs import close_home, make_database_private, make_private_dirs
 from gpucommons.server.request_guard import RequestGuard
 from gpucommons.server.routers import cluster, events, health, invoices, tasks
 from gpucommons.server.routers.queue_answers import QueueAnswers
@@ -51,7 +52,10 @@ def build_context(
 ) -> ServerContext:
     """Everything a server holds; `executor` and `clock` may be given (tests drive time by hand)."""
     settings.home.mkdir(parents=True, exist_ok=True)
+    # Team accounts (root, local backend) cross the home to their workspaces; nobody else may enter it.
+    close_home(settings.home, team_accounts=settings.isolation_mode() is IsolationMode.ACCOUNTS)
     make_private_dirs(settings.home)
+    make_database_private(settings.resolved_database_url(), settings.home)
     clock = clock or SystemClock()
     sharing = settings.sharing()
     db = Database(settings.resolved_database_url())

@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     admin_token: str | None = None
     #: Longest the scheduler sleeps without an event: bounds exit polling and deadline enforcement.
     scheduler_tick_s: float = Field(0.5, gt=0, le=60)
+    #: `/healthz` answers 503 when the leader's scheduler has not finished a cycle for this long (at
+    #: least 4 ticks): its thread may be alive but stuck (a lock, a hung backend call), and the
+    #: Kubernetes liveness probe should restart it. A healthy scheduler cycles every tick.
+    scheduler_stall_s: float = Field(120.0, gt=0, le=86_400)
     #: `accounts`: each team's tasks under its own Unix account (needs root); `logical`: all tasks as
     #: the server's user; `auto`: accounts when running as root.
     isolation: Literal["auto", "accounts", "logical"] = "auto"

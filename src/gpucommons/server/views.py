@@ -8,14 +8,14 @@ circle (docs/design.md, "The server's layers")."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from gpucommons.api import schemas
 from gpucommons.backends.ports import QueuePosition
 from gpucommons.domain.resources import UNLIMITED, ZERO
 from gpucommons.engine.state import queue_key
-from gpucommons.engine.types import Pending, TaskRequest
+from gpucommons.engine.types import Pending, PendingCode, TaskRequest
 from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
 from gpucommons.server.workers.port import TaskWorker
 
@@ -79,6 +79,53 @@ def queue_order(pending: Iterable[TaskRequest]) -> list[Placed]:
         team_pos[task.team] = team_pos.get(task.team, 0) + 1
         out.append((task, position, team_pos[task.team]))
     return out
+
+
+#: The engine's failures a later task of the team, asking at least as much, waits behind alike.
+COVERING = frozenset(
+    {
+        PendingCode.QUOTA_EXHAUSTED,
+        PendingCode.NO_IDLE_TO_BORROW,
+        PendingCode.NO_NODE_FITS,
+        PendingCode.NEVER_FITS,
+    }
+)
+#: How the engine words a reason a task inherits from one that asks no more (`engine.cycle`).
+INHERITED = "waits like "
+
+
+def resolve_reasons(order: Sequence[Placed], reasons: Mapping[str, Pending]) -> Mapping[str, Pending]:
+    """`reasons`, with a reason for each task the engine set aside without one.
+
+    When a team's head fails and every task behind it asks at least as much (the default pools,
+    GPUs only), the engine stops walking that team's queue (`_rest_cannot_go`: a long queue is not
+    walked every cycle), so those tasks get no reason of their own. They wait for the same cause:
+    each gets "waits like <head>, which asks no more: <why>", resolved here, by the reader, once per
+    view, as the engine would have worded it. `order` is `queue_order`'s."""
+    covering: dict[str, tuple[TaskRequest, Pending]] = {}
+    derived: dict[str, Pending] = {}
+    out: dict[str, Pending] | None = None
+    for task, _, _ in order:
+        req = task.resources
+        plain = not task.pools and req.cpu_milli == 0 and req.memory_mib == 0
+        own = reasons.get(task.id)
+        if own is not None:
+            if plain and own.code in COVERING and not own.message.startswith(INHERITED):
+                covering[task.team] = (task, own)
+            continue
+        found = covering.get(task.team)
+        if found is None or not plain or req.gpus < found[0].resources.gpus:
+            continue
+        head, why = found
+        reason = derived.get(head.id)
+        if reason is None:
+            reason = derived[head.id] = Pending(
+                why.code, f"{INHERITED}{head.id}, which asks no more: {why.message}"
+            )
+        if out is None:
+            out = dict(reasons)
+        out[task.id] = reason
+    return reasons if out is None else out
 
 
 def queue_entries(

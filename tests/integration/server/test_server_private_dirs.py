@@ -16,7 +16,7 @@ import pytest
 from tests.integration.server.conftest import SMALL_POLICY, Harness
 
 from gpucommons.server.app import build_context
-from gpucommons.server.private_dirs import make_private_dirs
+from gpucommons.server.private_dirs import close_home, make_database_private, make_private_dirs
 from gpucommons.server.settings import Settings
 
 
@@ -69,3 +69,67 @@ def test_directories_left_open_by_an_older_version_are_closed_on_start(tmp_path:
     assert sorted(p.name for p in make_private_dirs(tmp_path)) == ["logs", "run"]
     assert _mode(tmp_path / "logs") == _mode(tmp_path / "run") == 0o700
     assert make_private_dirs(tmp_path) == []
+
+
+@pytest.fixture
+def loose_umask() -> Iterator[None]:
+    """The usual umask (022), under which files are made 0644 and directories 0755."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_the_home_and_its_sqlite_files_are_the_servers_alone_without_team_accounts(
+    open_home: Path, tmp_path: Path, loose_umask: None
+) -> None:
+    (tmp_path / "policy.yaml").write_text(SMALL_POLICY)
+    settings = Settings(
+        home=open_home, policy=tmp_path / "policy.yaml", run_scheduler=False, isolation="logical"
+    )
+    harness = Harness(build_context(settings))
+    try:
+        task = harness.submit(team="a", gpus=1, command=[sys.executable, "-c", "pass"])
+        harness.wait_state(str(task["id"]), "succeeded")
+        files = [open_home / n for n in ("commons.db", "commons.db-wal", "commons.db-shm")]
+        assert all(f.exists() for f in files), files
+        assert _mode(open_home) == 0o700
+        assert {f.name: _mode(f) for f in files} == {f.name: 0o600 for f in files}
+    finally:
+        harness.close()
+
+
+def test_files_left_open_by_an_older_version_are_closed_on_start(
+    open_home: Path, tmp_path: Path, loose_umask: None
+) -> None:
+    open_home.mkdir(mode=0o755)
+    for name in ("commons.db-wal", "commons.db-shm", "admin-token"):
+        (open_home / name).write_bytes(b"")
+        os.chmod(open_home / name, 0o644)
+    changed = make_database_private(f"sqlite:///{open_home / 'commons.db'}", open_home)
+    assert sorted(p.name for p in changed) == ["admin-token", "commons.db-shm", "commons.db-wal"]
+    for name in ("commons.db", "commons.db-wal", "commons.db-shm", "admin-token"):
+        assert _mode(open_home / name) == 0o600, name
+    elsewhere = tmp_path / "db" / "other.db"
+    elsewhere.parent.mkdir()
+    make_database_private(f"sqlite:///{elsewhere}", open_home)
+    assert _mode(elsewhere) == 0o600
+    assert make_database_private("postgresql+psycopg://u@h/db", open_home) == []
+
+
+def test_the_home_stays_crossable_by_team_accounts_but_not_listable(
+    open_home: Path, loose_umask: None
+) -> None:
+    open_home.mkdir(mode=0o755)
+    assert close_home(open_home, team_accounts=True)
+    assert _mode(open_home) == 0o711
+    assert close_home(open_home, team_accounts=False)
+    assert _mode(open_home) == 0o700
+    assert not close_home(open_home, team_accounts=False)
+
+
+def test_a_shared_directory_given_as_home_is_left_open(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    assert not close_home(shared, team_accounts=False)
+    assert _mode(shared) == 0o1777

@@ -49,7 +49,8 @@ def fresh(h: Harness, visible: frozenset[str]) -> tuple[bytes, str]:
     """The answer built the way the route built it before answers were kept: body and weak ETag."""
     published = h.ctx.scheduler.view
     shown = [row for row in views.queue_order(published.pending) if row[0].team in visible]
-    entries = views.queue_entries(shown, published.reasons, h.ctx.scheduler.positions(), h.ctx.clock.now())
+    reasons = views.resolve_reasons(views.queue_order(published.pending), published.reasons)
+    entries = views.queue_entries(shown, reasons, h.ctx.scheduler.positions(), h.ctx.clock.now())
     with h.ctx.db.session() as session:
         names = {i: n for i, n in session.execute(select(TaskRow.id, TaskRow.name))}
     for e in entries:
@@ -150,3 +151,49 @@ def test_ages_are_the_rounded_waits_a_fresh_build_writes_even_for_a_task_queued_
     assert got == want
     assert [str(a) for a in got] == [str(a) for a in want]  # no -0.0 where a fresh build writes 0.0
     assert ages(now, queued_at[:6], max(queued_at[:6])) == want[:6]
+
+
+def test_tasks_the_engine_set_aside_behind_their_failed_head_say_why_they_wait(
+    made: tuple[Harness, ManualClock],
+) -> None:
+    """Team a's head asks 2 GPUs it cannot get; the engine stops walking a's queue there (every task
+    behind asks as much) and gives the rest no reason. The queue gives them the head's, not
+    "not yet considered by the scheduler"; a task asking less, or another team's, is not touched."""
+    h, _ = made
+    h.submit(team="a", gpus=2, command=["sleep", "600"])
+    h.submit(team="b", gpus=2, command=["sleep", "600"])
+    h.cycle()
+    head = str(h.submit(team="a", gpus=2, command=["sleep", "600"])["id"])
+    rest = [str(h.submit(team="a", gpus=g, command=["sleep", "600"])["id"]) for g in (2, 3)]
+    h.cycle()
+    assert not set(rest) & set(h.ctx.scheduler.view.reasons), "the engine no longer sets them aside"
+    queue = {e["task_id"]: e for e in h.http.get("/api/v1/queue", headers=h.admin).json()}
+    own = queue[head]
+    assert own["reason_code"] and "not yet considered" not in own["reason"], own
+    for task_id in rest:
+        entry = queue[task_id]
+        assert entry["reason_code"] == own["reason_code"], entry
+        assert entry["reason"] == f"waits like {head}, which asks no more: {own['reason']}", entry
+    # The kept answer is still what a fresh build gives.
+    body, _ = fresh(h, frozenset({"a", "b"}))
+    assert h.http.get("/api/v1/queue", headers=h.admin).content == body
+
+
+def test_a_task_asking_less_than_the_failed_head_is_not_given_its_reason() -> None:
+    from gpucommons.domain.resources import Resources
+    from gpucommons.engine.types import Pending, PendingCode, TaskRequest
+
+    def task(tid: str, gpus: int, queued_at: float, pools: tuple[str, ...] = ()) -> TaskRequest:
+        return TaskRequest(
+            tid, "a", Resources(gpus=gpus), 100, "normal", int(queued_at), queued_at, pools=pools
+        )
+
+    head, small, pinned, big = task("h", 2, 1), task("s", 1, 2), task("p", 4, 3, ("gpu",)), task("b", 4, 4)
+    why = Pending(PendingCode.QUOTA_EXHAUSTED, "team a uses 2/2")
+    order = views.queue_order([head, small, pinned, big])
+    resolved = views.resolve_reasons(order, {"h": why})
+    assert set(resolved) == {"h", "b"}
+    assert resolved["b"] == Pending(
+        PendingCode.QUOTA_EXHAUSTED, "waits like h, which asks no more: team a uses 2/2"
+    )
+    assert views.resolve_reasons(order, {}) == {}

@@ -299,3 +299,33 @@ def test_columns_that_must_stay_are_printed_whole_even_when_wider_than_the_termi
     out = io.StringIO()
     print_table(Console(file=out, width=40, force_terminal=True, color_system=None), cols, rows)
     assert_whole(out.getvalue(), [TEAMS[0], "h100-sxm5-80gb"])
+
+
+def _help_at_80(command: str) -> str:
+    args = [command, "--help"] if command else ["--help"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80", "NO_COLOR": "1", "TERM": "xterm"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("command", ["simulate", "submit", "tasks", ""])
+def test_help_at_80_columns_keeps_option_names_whole_and_flags_without_a_type(command: str) -> None:
+    """typer 0.29 shows a type beside every option in its rich help, `<bool>` for flags too, and one
+    table for all options: `--restart-overh…` beside help squeezed to a few characters."""
+    shown = _help_at_80(command)
+    assert "…" not in shown, shown
+    assert "<bool>" not in shown and " range>" not in shown, shown
+    assert all(len(line) <= 80 for line in shown.splitlines()), shown
+
+
+def test_simulate_help_at_80_columns_gives_each_option_room_for_its_help() -> None:
+    shown = _help_at_80("simulate")
+    for option, words in {
+        "--restart-overhead": "Seconds a preempted job pays",
+        "--checkpoint-interval": "Give jobs without one this",
+        "--engine": "commons | kueue | static",
+        "--fairness": "Also replay under `static`",
+        "--drop-unknown": "Drop jobs of unknown teams",
+    }.items():
+        line = next(line for line in shown.splitlines() if f"│ {option} " in line or f" {option} " in line)
+        assert words in line, (option, shown)

@@ -213,3 +213,22 @@ def test_bench_kueue_baseline_prints_figures_beside_kueues() -> None:
     assert result.exit_code == 0, result.output
     assert "351.0 s" in result.output and "time to admission, small" in result.output
     assert "66.0 s" in result.output  # the capacity bound does not depend on the number of cohorts
+
+
+def test_the_summary_names_the_fifo_reference_for_what_it_is_and_prints_hours_unambiguously(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`utilization_bound` is a greedy FIFO with backfill, which a policy can beat: not a "bound".
+    `{:,}` of 165.936 printed "165.936", which reads like 165,936 in many countries."""
+    from gpucommons.cli import simulate as cli_simulate
+
+    printed: list[str] = []
+    monkeypatch.setattr(cli_simulate.console, "print", lambda *a, **k: printed.append(" ".join(map(str, a))))
+    summary = {
+        "teams": {}, "gpu_utilization": 0.717, "utilization_bound": 0.716, "makespan_s": 3600,
+        "preemptions": 3, "lost_gpu_hours": 12.25, "idle_while_waiting_gpu_hours": 165.936,
+    }  # fmt: skip
+    cli_simulate.print_summary(summary, "t")
+    line = next(p for p in printed if p.startswith("utilization"))
+    assert "greedy FIFO reference 71.6%" in line and "bound" not in line, line
+    assert "idle while waiting 165.9 GPU-h" in line and "lost 12.2 GPU-h" in line, line

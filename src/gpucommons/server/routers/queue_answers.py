@@ -244,7 +244,8 @@ class QueueAnswers:
             with self._lock:
                 published = scheduler.view
                 order = views.queue_order(published.pending)
-                rows, _ = self._fragments.rows(db, order, published.reasons, placed)
+                reasons = views.resolve_reasons(order, published.reasons)
+                rows, _ = self._fragments.rows(db, order, reasons, placed)
                 self.renders += 1
                 return _answer(rows, visible)
         slot = self._slot
@@ -274,7 +275,8 @@ class QueueAnswers:
             slot = _Slot(published, slot.rows, True, slot.answers)
         else:
             order = views.queue_order(published.pending)
-            rows, complete = self._fragments.rows(db, order, published.reasons, {})
+            reasons = views.resolve_reasons(order, published.reasons)
+            rows, complete = self._fragments.rows(db, order, reasons, {})
             self.views += 1
             slot = _Slot(published, rows, complete)
         self._slot = slot
