@@ -41,7 +41,8 @@ print(json.dumps(out))
 
 
 def _replay(pure: bool, count: int) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     env.pop(_native.PURE_ENV, None)
     if pure:
         env[_native.PURE_ENV] = "1"
