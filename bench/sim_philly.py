@@ -65,7 +65,13 @@ def main() -> int:
         return tiny(policy, [e for e in ENGINES if e in (args.engine or ENGINES)])
     with args.trace.open(encoding="utf-8", newline="") as handle:
         base_jobs = read_trace(handle, source=str(args.trace))
-    print(f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name} at {args.gpus} GPUs")
+    from gpucommons import _native
+
+    build = "compiled (mypyc)" if _native.compiled() else "Python sources"
+    print(
+        f"trace {args.trace.name}: {len(base_jobs):,} jobs · policy {args.policy.name} at {args.gpus} GPUs"
+        f" · engine {build}"
+    )
 
     if args.profile:
         profiler = cProfile.Profile()
