@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,26 @@ def test_the_source_finder_serves_only_the_compiled_modules() -> None:
     assert spec is not None and spec.origin == str(SRC / "gpucommons" / "engine" / "cycle.py")
     assert finder.find_spec("gpucommons.sim.report", None) is None
     assert finder.find_spec("json", None) is None
+
+
+def test_an_edited_source_is_run_instead_of_its_old_build(tmp_path: Path) -> None:
+    """A copy of the built tree with one engine source edited: `import gpucommons` warns and runs
+    every compiled module from its source (never the old build of the edited one)."""
+    if not _native.compiled():
+        pytest.skip("no compiled build in this checkout (scripts/build_native.py): nothing goes stale")
+    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    edited = tmp_path / "src" / "gpucommons" / "engine" / "quota.py"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\nEDITED = True\n", encoding="utf-8")
+    probe = (
+        "import warnings; warnings.simplefilter('always')\n"
+        "import gpucommons._native as n, gpucommons.engine.quota as q, gpucommons.engine.cycle as c\n"
+        "print(n.compiled(), q.EDITED, c.__file__.endswith('.py'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
+    env.pop(_native.PURE_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False", "True", "True"]
+    assert "the compiled engine is older than its source (engine/quota.py changed" in done.stderr
+    assert "python scripts/build_native.py" in done.stderr
