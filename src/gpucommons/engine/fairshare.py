@@ -25,13 +25,17 @@ def _parts(r: Resources) -> tuple[int, int, int]:
 
 
 def lendable(cy: Cycle, team: str) -> tuple[int, int, int]:
-    """What the team's parent cohort can lend, per resource, summed over pools."""
-    parent = cy.quota.team_parent.get(team)
-    if parent is None:
+    """What the team's parent cohort can lend, per resource, summed over pools: the most the cohort
+    may ever hold (Kueue `calculateLendable`, `potentialAvailable` of the parent), which under a
+    nested cohort includes what the cohort may borrow from above — not only its own subtree quota.
+    Under the root the two are the same. With the subtree quota alone, a sub-cohort without quota
+    lends 0, its borrowing teams all have share 0, and `LessThanOrEqualToFinalShare` (0 ≤ 0) lets
+    two of them take one another's GPUs back and forth at one instant."""
+    if cy.quota.team_parent.get(team) is None:
         return (0, 0, 0)
     total = ZERO
     for pool in cy.quota.team_pools.get(team, ()):
-        total = total + cy.quota.subtree_quota.get((parent, pool), ZERO)
+        total = total + cy.quota.parent_potential(team, pool)
     return _parts(total)
 
 

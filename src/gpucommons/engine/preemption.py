@@ -391,10 +391,15 @@ def _minimal(
     return _remove_until_fits(cy, p, candidates, allow_borrowing, pick)
 
 
-def _fair(
-    cy: Cycle, p: Preemptor, candidates: list[RunningTask], threshold: int | None
-) -> list[Target] | None:
-    """Kueue `fairPreemptions`: take from the teams with the highest share first, per strategy."""
+def _fair(cy: Cycle, p: Preemptor, candidates: list[RunningTask]) -> list[Target] | None:
+    """Kueue `fairPreemptions`: take from the teams with the highest share first, per strategy.
+
+    `borrow_within_cohort` plays no part here (Kueue PR 4165, the fix of issue 3779): taking another
+    team's lower-priority task whatever the shares say makes a preemption that admission order
+    undoes — the victim's team, now with the lower share, is admitted first and its task takes the
+    preemptor's GPUs back by fair share, at the same instant, forever. The strategies alone do not
+    loop so (Kueue's fair-sharing docs prove it): they let a team take only from one whose share
+    stays at least its own with the new task, so the victim's team cannot take it back in turn."""
     strategies = cy.config.fair_share_strategies
     if not candidates or not strategies:
         return None
@@ -432,13 +437,11 @@ def _fair(
                 active.add(t)
             continue
         for i, rt in enumerate(ws):
-            below = threshold is not None and rt.task.priority < threshold
             cand_new = dominant_share(cy, t, p.pool, Resources() - rt.task.resources)
-            allowed = below or strategy_allows(strategies[0], new_share, shares[t], cand_new)
+            allowed = strategy_allows(strategies[0], new_share, shares[t], cand_new)
             if allowed and not protected_borrowed(cy, rt):
                 cy.release(rt)
-                reason = PreemptReason.BORROW_WITHIN_COHORT if below else PreemptReason.FAIR_SHARE
-                targets.append(Target(rt, reason, rt.preempting))
+                targets.append(Target(rt, PreemptReason.FAIR_SHARE, rt.preempting))
                 if _fits(cy, p, True):
                     fits = True
                     break
@@ -598,7 +601,7 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
         # request above nominal quota that may not preempt while borrowing).
         return _minimal(cy, p, candidates, True, None)
     if fair_share:
-        return _fair(cy, p, candidates, threshold)
+        return _fair(cy, p, candidates)
     if hierarchical and any(
         (p.reach or {})[rt.task.team].advantage for rt in candidates if rt.task.team != task.team
     ):

@@ -350,16 +350,25 @@ class QuotaTree:
         chain = () if isolated else self._ancestors.get(team, ())
         if not chain:
             return q.nominal
-        most = self.subtree_quota[(chain[-1], pool)]
+        most = q.guaranteed + self.parent_potential(team, pool)
+        if q.limited_borrowing:
+            most = most.min(q.nominal + q.borrow_limit)
+        return most
+
+    def parent_potential(self, team: str, pool: str) -> Resources:
+        """The most the team's cohort may ever hold in the pool, were every team outside it idle
+        (Kueue `potentialAvailable` of the parent): the root's subtree quota, passed down through
+        each cohort's local quota and borrow limit. ZERO for a team without a cohort."""
+        chain = self._ancestors.get(team, ())
+        if not chain:
+            return ZERO
+        most = self.subtree_quota.get((chain[-1], pool), ZERO)
         for cohort in reversed(chain[:-1]):
             key = (cohort, pool)
-            most = self.cohort_local[key] + most
+            most = self.cohort_local.get(key, ZERO) + most
             own = self.cohort_quota.get(key)
             if own is not None and own.borrow_limit != _NO_LIMIT:
                 most = most.min(self.subtree_quota[key] + own.borrow_limit)
-        most = q.guaranteed + most
-        if q.limited_borrowing:
-            most = most.min(q.nominal + q.borrow_limit)
         return most
 
     def cohort_idle(self, team: str, pool: str) -> Resources:

@@ -271,6 +271,84 @@ def test_fair_share_takes_from_the_team_with_the_highest_share() -> None:
     assert [p.victim_id for p in d.preempt] == ["a1"]
 
 
+def _bwc_fair_policy():
+    """Fair share; `lender` lends 6 of the pool's 8 GPUs; `c` may borrow within the cohort."""
+    return (
+        make_policy()
+        .pool("p0", nodes=2, gpus_per_node=4)
+        .team("lender", p0=6)
+        .team("b", p0=0, reclaim="any")
+        .team("c", p0=0, reclaim="lower_priority", borrow_within_cohort="lower_priority")
+        .fair_share()
+        .build()
+    )
+
+
+def test_fair_share_ignores_borrow_within_cohort_so_a_victim_never_takes_its_gpus_back() -> None:
+    """Found by hypothesis (zero grace, same-instant requeue, Kueue with node packing). b borrows 5
+    for a training task; c's 6-GPU interactive task, which would borrow 6, took it as lower-priority
+    (borrow within cohort) although c's share would then be the larger; requeued at once, b's task
+    had the lower share, was admitted first and took the GPUs back by fair share, and so on, forever
+    at one instant. Kueue had the same loop (issue 3779) and, since PR 4165, ignores
+    `borrowWithinCohort` under fair sharing; so does the engine: c waits."""
+    from dataclasses import replace
+
+    from gpucommons.testing.strategies import Job, MiniSim
+
+    state = (
+        make_state(_bwc_fair_policy())
+        .running(T("train").team("b").gpus(5).klass("training"), at=0)
+        .pending(T("inter").team("c").gpus(6).klass("interactive"))
+        .obj()
+    )
+    d = decide_checked(state, 0, KUEUE)
+    assert not d.preempt and not d.admit  # c's share with 6 (6/6) > b's (5/6): no fair-share victim
+
+    jobs = [
+        Job(T("train").team("b").gpus(5).klass("training").seq(0).obj(), 0, 30),
+        Job(T("inter").team("c").gpus(6).klass("interactive").seq(1).obj(), 0, 30),
+    ]
+    for config in (KUEUE, replace(KUEUE, placement=Placement.PACK), EngineConfig.commons()):
+        result = MiniSim(_bwc_fair_policy(), config, grace_s=0.0, requeue_same_instant=True).run(jobs)
+        assert not result.preemptions and result.finished == 2
+
+
+def test_fair_share_under_a_sub_cohort_without_quota_measures_what_it_may_borrow_from_above() -> None:
+    """Found by hypothesis (Kueue rules, zero grace, same-instant requeue): b and c sit in a
+    sub-cohort without quota, borrowing the one GPU the lender's sub-cohort lends through the root.
+    Measured against the sub-cohort's own quota (0), both shares were 0, and 0 ≤ 0 let each take
+    the GPU from the other, forever at one instant. Kueue divides by what the parent may ever hold
+    (`potentialAvailable`): 1 GPU, so each borrower's share is 1000 and neither preempts the other."""
+    from gpucommons.testing.strategies import Job, MiniSim
+
+    policy = (
+        make_policy()
+        .pool("p0", nodes=1, gpus_per_node=2)
+        .cohort("root")
+        .cohort("a", parent="root")
+        .cohort("sub", parent="root")
+        .team("lender", cohort="a", p0=1)
+        .team("b", cohort="sub", p0=0, reclaim="any")
+        .team("c", cohort="sub", p0=0, reclaim="lower_priority")
+        .fair_share()
+        .build()
+    )
+    state = (
+        make_state(policy)
+        .running(T("inter").team("c").gpus(1).klass("interactive"), at=0)
+        .pending(T("train").team("b").gpus(1).klass("training"))
+        .obj()
+    )
+    d = decide_checked(state, 0, KUEUE)
+    assert not d.preempt and not d.admit
+    jobs = [
+        Job(T("train").team("b").gpus(1).klass("training").seq(0).obj(), 0, 30),
+        Job(T("inter").team("c").gpus(1).klass("interactive").seq(1).obj(), 0, 30),
+    ]
+    result = MiniSim(policy, KUEUE, grace_s=0.0, requeue_same_instant=True).run(jobs)
+    assert not result.preemptions and result.finished == 2
+
+
 def test_usage_half_life_remembers_who_used_the_cluster_lately() -> None:
     def order(half_life_s: int) -> list[str]:
         state = make_state(_fair_policy(half_life_s=half_life_s)).obj()
