@@ -123,8 +123,9 @@ def print_summary(summary: dict[str, Any], title: str, wide: bool = False) -> No
     bound = summary["utilization_bound"]
     console.print(
         f"utilization {summary['gpu_utilization']:.1%}"
-        # `utilization_bound` (contract 3 keeps the key) is a greedy FIFO with backfill and no quotas,
-        # not a bound: a quota'd engine can land above it (docs/simulator.md), so it is named for what it is.
+        # `utilization_bound` (contract 3 of docs/design.md keeps the key) is a greedy FIFO with
+        # backfill and no quotas, not a bound: a quota'd engine can land above it
+        # (docs/simulator.md), so it is named for what it is.
         + (f" (greedy FIFO reference {bound:.1%})" if bound is not None else "")
         + f" · makespan {short_duration(summary['makespan_s'])} · preemptions {summary['preemptions']:,}"
         # One decimal: `{:,}` of 165.936 read like 165,936.
