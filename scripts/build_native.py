@@ -99,7 +99,15 @@ def compile_modules() -> None:
         setup(
             name="gpucommons-native",
             ext_modules=ext_modules,
-            script_args=["-q", "build_ext", "--inplace", "--build-temp", str(build_dir / "temp")],
+            script_args=[
+                "-q",
+                "build_ext",
+                "--inplace",
+                "--build-temp",
+                str(build_dir / "temp"),
+                "--build-lib",
+                str(build_dir / "lib"),
+            ],
         )
     finally:
         os.chdir(cwd)
