@@ -63,7 +63,7 @@ def test_the_compiled_engine_writes_the_reports_its_sources_write() -> None:
     compiled, pure = _replay(False, 4000), _replay(True, 4000)
     assert pure.pop("compiled") is False
     if compiled.pop("compiled") is not True:
-        pytest.skip("no compiled build in this checkout (scripts/build_native.py): nothing to compare")
+        pytest.skip("no compiled build in this checkout (scripts/build_native.py): nothing to compare with")
     assert compiled == pure
 
 
@@ -93,7 +93,7 @@ def test_an_edited_source_is_run_instead_of_its_old_build(tmp_path: Path) -> Non
     """A copy of the built tree with one engine source edited: `import gpucommons` warns and runs
     every compiled module from its source (never the old build of the edited one)."""
     if not _native.compiled():
-        pytest.skip("no compiled build in this checkout (scripts/build_native.py): nothing goes stale")
+        pytest.skip("the compiled engine is not loaded (no build, or GPUCOMMONS_PURE=1): nothing goes stale")
     shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     edited = tmp_path / "src" / "gpucommons" / "engine" / "quota.py"
     edited.write_text(edited.read_text(encoding="utf-8") + "\nEDITED = True\n", encoding="utf-8")
