@@ -95,6 +95,16 @@ class _Failure:
     #: not change during a cycle).
     rest_covered: bool | None = None
 
+    def __init__(self, task_id: str, pools: tuple[str, ...], request: Resources, pending: Pending) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted): a cycle
+        # builds one for every head that fails, which under `static` is every team every cycle.
+        self.task_id = task_id
+        self.pools = pools
+        self.request = request
+        self.pending = pending
+        self._inherited = None
+        self.rest_covered = None
+
     def inherited(self) -> Pending:
         """The reason for a task that asks at least as much and so waits for the same cause."""
         if self._inherited is None:
@@ -131,6 +141,15 @@ class _PoolPlans:
     usage_view: UsageView | None = None
     real_usage: UsageView | None = None
 
+    def __init__(self) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted).
+        self.ids = []
+        self.victim_gpus = set()
+        self.view = None
+        self.real = None
+        self.usage_view = None
+        self.real_usage = None
+
 
 @dataclass(slots=True)
 class _TeamCursor:
@@ -144,6 +163,15 @@ class _TeamCursor:
     memo: dict[tuple[tuple[str, ...], int, int, int], tuple[_Failure | None, Pending | None]] = field(
         default_factory=dict
     )
+
+    def __init__(self, team: str) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted): one per team per cycle.
+        self.team = team
+        self.waiting = []
+        self.index = 0
+        self.done = False
+        self.failures = []
+        self.memo = {}
 
 
 class _Scheduler:

@@ -55,6 +55,11 @@ class Reach:
     advantage: bool
     lca: str
 
+    def __init__(self, advantage: bool, lca: str) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "advantage", advantage)
+        object.__setattr__(self, "lca", lca)
+
 
 @dataclass(slots=True)
 class Preemptor:
@@ -67,6 +72,15 @@ class Preemptor:
     #: Other teams whose tasks may be candidates, and how they are reached (`reach_other_teams`);
     #: None under fair sharing, which reaches every borrowing team of the root's subtree.
     reach: dict[str, Reach] | None = None
+
+    def __init__(
+        self, task: TaskRequest, pool: str, needs: Resources, reach: dict[str, Reach] | None = None
+    ) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted): one per victim search.
+        self.task = task
+        self.pool = pool
+        self.needs = needs
+        self.reach = reach
 
 
 def needed_components(cy: Cycle, task: TaskRequest, pool: str) -> Resources:

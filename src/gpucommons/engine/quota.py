@@ -61,6 +61,17 @@ class UsageView:
     cohort_usage: dict[tuple[str, str], Resources]
     mirrors: list[UsageView] = field(default_factory=list)
 
+    def __init__(
+        self,
+        usage: dict[tuple[str, str], Resources],
+        cohort_usage: dict[tuple[str, str], Resources],
+        mirrors: list[UsageView] | None = None,
+    ) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted): `swap` builds one per plan view.
+        self.usage = usage
+        self.cohort_usage = cohort_usage
+        self.mirrors = [] if mirrors is None else mirrors
+
 
 def _pos(r: Resources) -> Resources:
     return Resources(max(0, r.gpus), max(0, r.cpu_milli), max(0, r.memory_mib))
