@@ -612,10 +612,11 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     hierarchical = False
     reclaims = cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
     classic_reach = not fair_share and reclaims and cy.root(task.team) is not None
+    own_may_yield = _own_team_may_yield(cy, task)
     if not (
         fair_share
         or threshold is not None
-        or _own_team_may_yield(cy, task)
+        or own_may_yield
         or _under_nominal(cy, p)
         or (classic_reach and _may_have_advantage(cy, p))
     ):
@@ -627,6 +628,14 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
         p.reach = reach_other_teams(cy, p)
         within_nominal = cy.within_nominal(task.team, pool, task.resources)
         hierarchical = not within_nominal and any(r.advantage for r in p.reach.values())
+    if not (fair_share or threshold is not None or hierarchical or own_may_yield) and not (
+        _under_nominal(cy, p) and cy.within_nominal(task.team, pool, task.resources)
+    ):
+        # All that is left is a reclaim that must end within nominal quota (below), and other
+        # teams' victims never lower the team's own usage: if the request does not fit within
+        # nominal beside it now, no victims will do (`_may_end_within_nominal` with no own
+        # candidates). Decided before `find_candidates` walks every borrowing team's tasks.
+        return None
     # Other teams' tasks can only serve to reclaim (preemptor under nominal, or with hierarchical
     # advantage), to borrow within the cohort, or under fair share; otherwise Kueue ends with own
     # tasks only, so skip the others.
