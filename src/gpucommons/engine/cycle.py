@@ -263,6 +263,11 @@ class _Scheduler:
         # request (same pools, same amounts) is worked out once per list of failures (`memo`).
         waiting, taken, pending = self.waiting, self.cy.taken, self.pending
         failures, memo = cursor.failures, cursor.memo
+        # The answer for the previous task's request: queues are runs of equal requests, and
+        # comparing four values costs less than building and hashing the memo's key.
+        prev_pools: tuple[str, ...] | None = None
+        prev_gpus = prev_cpu = prev_mem = 0
+        prev_found: tuple[_Failure | None, Pending | None] = _NO_MATCH
         for task in self.state.queue_from(team, cursor.index):
             cursor.index += 1
             task_id = task.id
@@ -276,15 +281,26 @@ class _Scheduler:
                 continue
             if failures:
                 req = task.resources
-                key = (task.pools, req.gpus, req.cpu_milli, req.memory_mib)
-                found = memo.get(key)
-                if found is None:
-                    failure = self._matching_failure(cursor, task)
-                    found = memo[key] = (
-                        (failure, self._never_fits(task) or failure.inherited())
-                        if failure is not None
-                        else _NO_MATCH
-                    )
+                pools = task.pools
+                if (
+                    pools is prev_pools
+                    and req.gpus == prev_gpus
+                    and req.cpu_milli == prev_cpu
+                    and req.memory_mib == prev_mem
+                ):
+                    found = prev_found
+                else:
+                    key = (pools, req.gpus, req.cpu_milli, req.memory_mib)
+                    memo_found = memo.get(key)
+                    if memo_found is None:
+                        failure = self._matching_failure(cursor, task)
+                        memo_found = memo[key] = (
+                            (failure, self._never_fits(task) or failure.inherited())
+                            if failure is not None
+                            else _NO_MATCH
+                        )
+                    found = prev_found = memo_found
+                    prev_pools, prev_gpus, prev_cpu, prev_mem = pools, req.gpus, req.cpu_milli, req.memory_mib
                 failure, reason = found
                 if failure is not None and reason is not None:
                     pending[task_id] = reason

@@ -27,7 +27,6 @@ from gpucommons.domain.model import (
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share, strategy_allows
-from gpucommons.engine.quota import COMPONENTS
 from gpucommons.engine.types import PreemptReason, RunningTask, TaskRequest
 
 
@@ -589,14 +588,26 @@ def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -
     if q is None or can_preempt_while_borrowing(cy, task, fair_share):
         return None
     avail = cy.quota.available(task.team, pool, cy.isolated)
-    for component in COMPONENTS:
-        val = getattr(task.resources, component)
-        if val <= getattr(avail, component) or val <= getattr(q.nominal, component):
-            continue
-        if cy.quota.lowest_subtree_that_fits(task.team, pool, component, val, cy.isolated)[1]:
-            continue  # hierarchical reclaim is possible
-        return component
+    req, nominal = task.resources, q.nominal
+    # Component by component, written out: this runs for every head that fails, every cycle, and
+    # `getattr` by name is a generic lookup in compiled code.
+    if _gate_stops(cy, task, pool, "gpus", req.gpus, avail.gpus, nominal.gpus):
+        return "gpus"
+    if _gate_stops(cy, task, pool, "cpu_milli", req.cpu_milli, avail.cpu_milli, nominal.cpu_milli):
+        return "cpu_milli"
+    if _gate_stops(cy, task, pool, "memory_mib", req.memory_mib, avail.memory_mib, nominal.memory_mib):
+        return "memory_mib"
     return None
+
+
+def _gate_stops(
+    cy: Cycle, task: TaskRequest, pool: str, component: str, val: int, avail: int, nominal: int
+) -> bool:
+    """`preemption_gate` for one component: short of it, above nominal quota, and no hierarchical
+    reclaim possible."""
+    if val <= avail or val <= nominal:
+        return False
+    return not cy.quota.lowest_subtree_that_fits(task.team, pool, component, val, cy.isolated)[1]
 
 
 def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> list[Target] | None:
