@@ -210,7 +210,7 @@ class _Scheduler:
             task = self.state.pending(task_id)
             if task is not None:
                 waiting_by_team.setdefault(task.team, []).append(task)
-        for team in self.cy.policy.team_names:
+        for team in self.cy.team_names:
             if self.state.queue_length(team) == 0:
                 continue
             cursor = _TeamCursor(team)

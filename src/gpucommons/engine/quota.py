@@ -82,6 +82,9 @@ class QuotaTree:
 
     def __init__(self, policy: Policy) -> None:
         self.quotas: dict[tuple[str, str], TeamQuota] = {}
+        #: The same by team, then pool: `quota()` looks up two strings (whose hashes Python keeps)
+        #: instead of building and hashing a tuple, several times for every head of every cycle.
+        self._team_quotas: dict[str, dict[str, TeamQuota]] = {}
         #: Parent cohort of each team; None for dedicated teams (they neither lend nor borrow).
         self.team_parent: dict[str, str | None] = {}
         self.cohort_parent: dict[str, str | None] = {c.name: c.parent for c in policy.cohorts}
@@ -195,9 +198,9 @@ class QuotaTree:
             else:
                 guaranteed = q.reserved
                 borrow = q.borrow_limit
-            self.quotas[(team.name, q.pool)] = TeamQuota(
-                team.name, q.pool, q.nominal, borrow, guaranteed, q.nominal - guaranteed
-            )
+            tq = TeamQuota(team.name, q.pool, q.nominal, borrow, guaranteed, q.nominal - guaranteed)
+            self.quotas[(team.name, q.pool)] = tq
+            self._team_quotas.setdefault(team.name, {})[q.pool] = tq
             self.usage[(team.name, q.pool)] = ZERO
             pools.append(q.pool)
         self.team_pools[team.name] = tuple(pools)
@@ -221,7 +224,8 @@ class QuotaTree:
         return chain[-1] if chain else None
 
     def quota(self, team: str, pool: str) -> TeamQuota | None:
-        return self.quotas.get((team, pool))
+        by_pool = self._team_quotas.get(team)
+        return by_pool.get(pool) if by_pool is not None else None
 
     # --- usage -----------------------------------------------------------------------------------
 
