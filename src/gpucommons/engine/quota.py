@@ -39,11 +39,14 @@ class TeamQuota:
     borrow_limit: Resources  # UNLIMITED components where the policy set none
     guaranteed: Resources  # nominal − lend limit: never lent out
     lendable: Resources  # nominal − guaranteed: stored in the parent cohort
+    #: Some component of `borrow_limit` is limited. Worked out once, here: `available` asks it for
+    #: every fit check of every cycle (it was a property).
+    limited_borrowing: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def limited_borrowing(self) -> bool:
+    def __post_init__(self) -> None:
         b = self.borrow_limit
-        return b.gpus < UNLIMITED or b.cpu_milli < UNLIMITED or b.memory_mib < UNLIMITED
+        limited = b.gpus < UNLIMITED or b.cpu_milli < UNLIMITED or b.memory_mib < UNLIMITED
+        object.__setattr__(self, "limited_borrowing", limited)
 
 
 #: No limit in any component (an absent borrow or lend limit).
