@@ -18,11 +18,13 @@ class PolicyLookups:
     """Name lookups that depend on the policy alone: built by the first cycle under a policy and
     kept by the state until the policy changes (a cycle used to build them every time)."""
 
-    __slots__ = ("never_preempted_classes", "pools", "root_teams", "team_index", "teams")
+    __slots__ = ("never_preempted_classes", "pools", "root_teams", "team_index", "team_names", "teams")
 
     def __init__(self, state: ClusterState) -> None:
         policy = state.policy
         self.teams: dict[str, Team] = {t.name: t for t in policy.teams}
+        #: `Policy.team_names`, which builds its tuple on every call (and is not compiled).
+        self.team_names: tuple[str, ...] = policy.team_names
         self.pools: dict[str, Pool] = {p.name: p for p in policy.pools}
         self.root_teams: dict[str, list[str]] = {}
         for team in policy.teams:
@@ -52,6 +54,8 @@ class Cycle:
         if not isinstance(lookups, PolicyLookups):
             lookups = state.cycle_lookups = PolicyLookups(state)
         self._teams = lookups.teams
+        #: The policy's teams in order.
+        self.team_names = lookups.team_names
         self._pools = lookups.pools
         self._root_teams = lookups.root_teams
         self._team_index = lookups.team_index

@@ -95,6 +95,16 @@ class _Failure:
     #: not change during a cycle).
     rest_covered: bool | None = None
 
+    def __init__(self, task_id: str, pools: tuple[str, ...], request: Resources, pending: Pending) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted): a cycle
+        # builds one for every head that fails, which under `static` is every team every cycle.
+        self.task_id = task_id
+        self.pools = pools
+        self.request = request
+        self.pending = pending
+        self._inherited = None
+        self.rest_covered = None
+
     def inherited(self) -> Pending:
         """The reason for a task that asks at least as much and so waits for the same cause."""
         if self._inherited is None:
@@ -131,6 +141,15 @@ class _PoolPlans:
     usage_view: UsageView | None = None
     real_usage: UsageView | None = None
 
+    def __init__(self) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted).
+        self.ids = []
+        self.victim_gpus = set()
+        self.view = None
+        self.real = None
+        self.usage_view = None
+        self.real_usage = None
+
 
 @dataclass(slots=True)
 class _TeamCursor:
@@ -144,6 +163,15 @@ class _TeamCursor:
     memo: dict[tuple[tuple[str, ...], int, int, int], tuple[_Failure | None, Pending | None]] = field(
         default_factory=dict
     )
+
+    def __init__(self, team: str) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted): one per team per cycle.
+        self.team = team
+        self.waiting = []
+        self.index = 0
+        self.done = False
+        self.failures = []
+        self.memo = {}
 
 
 class _Scheduler:
@@ -182,7 +210,7 @@ class _Scheduler:
             task = self.state.pending(task_id)
             if task is not None:
                 waiting_by_team.setdefault(task.team, []).append(task)
-        for team in self.cy.policy.team_names:
+        for team in self.cy.team_names:
             if self.state.queue_length(team) == 0:
                 continue
             cursor = _TeamCursor(team)
@@ -235,6 +263,11 @@ class _Scheduler:
         # request (same pools, same amounts) is worked out once per list of failures (`memo`).
         waiting, taken, pending = self.waiting, self.cy.taken, self.pending
         failures, memo = cursor.failures, cursor.memo
+        # The answer for the previous task's request: queues are runs of equal requests, and
+        # comparing four values costs less than building and hashing the memo's key.
+        prev_pools: tuple[str, ...] | None = None
+        prev_gpus = prev_cpu = prev_mem = 0
+        prev_found: tuple[_Failure | None, Pending | None] = _NO_MATCH
         for task in self.state.queue_from(team, cursor.index):
             cursor.index += 1
             task_id = task.id
@@ -248,15 +281,26 @@ class _Scheduler:
                 continue
             if failures:
                 req = task.resources
-                key = (task.pools, req.gpus, req.cpu_milli, req.memory_mib)
-                found = memo.get(key)
-                if found is None:
-                    failure = self._matching_failure(cursor, task)
-                    found = memo[key] = (
-                        (failure, self._never_fits(task) or failure.inherited())
-                        if failure is not None
-                        else _NO_MATCH
-                    )
+                pools = task.pools
+                if (
+                    pools is prev_pools
+                    and req.gpus == prev_gpus
+                    and req.cpu_milli == prev_cpu
+                    and req.memory_mib == prev_mem
+                ):
+                    found = prev_found
+                else:
+                    key = (pools, req.gpus, req.cpu_milli, req.memory_mib)
+                    memo_found = memo.get(key)
+                    if memo_found is None:
+                        failure = self._matching_failure(cursor, task)
+                        memo_found = memo[key] = (
+                            (failure, self._never_fits(task) or failure.inherited())
+                            if failure is not None
+                            else _NO_MATCH
+                        )
+                    found = prev_found = memo_found
+                    prev_pools, prev_gpus, prev_cpu, prev_mem = pools, req.gpus, req.cpu_milli, req.memory_mib
                 failure, reason = found
                 if failure is not None and reason is not None:
                     pending[task_id] = reason

@@ -53,6 +53,22 @@ class Instant:
     #: Why each task still waits, from the last cycle (empty when nothing was decided).
     pending: Mapping[str, Pending] = field(default_factory=dict)
 
+    def __init__(
+        self,
+        cycles: int,
+        settled: bool,
+        admitted: tuple[Admit, ...] = (),
+        preempted: tuple[Preempt, ...] = (),
+        pending: Mapping[str, Pending] | None = None,
+    ) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted): one per
+        # instant of a replay.
+        object.__setattr__(self, "cycles", cycles)
+        object.__setattr__(self, "settled", settled)
+        object.__setattr__(self, "admitted", admitted)
+        object.__setattr__(self, "preempted", preempted)
+        object.__setattr__(self, "pending", {} if pending is None else pending)
+
     @property
     def decisions(self) -> Decisions:
         """The instant's decisions as one `Decisions` (for callers that report per cycle)."""

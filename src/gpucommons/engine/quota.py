@@ -39,11 +39,14 @@ class TeamQuota:
     borrow_limit: Resources  # UNLIMITED components where the policy set none
     guaranteed: Resources  # nominal − lend limit: never lent out
     lendable: Resources  # nominal − guaranteed: stored in the parent cohort
+    #: Some component of `borrow_limit` is limited. Worked out once, here: `available` asks it for
+    #: every fit check of every cycle (it was a property).
+    limited_borrowing: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def limited_borrowing(self) -> bool:
+    def __post_init__(self) -> None:
         b = self.borrow_limit
-        return b.gpus < UNLIMITED or b.cpu_milli < UNLIMITED or b.memory_mib < UNLIMITED
+        limited = b.gpus < UNLIMITED or b.cpu_milli < UNLIMITED or b.memory_mib < UNLIMITED
+        object.__setattr__(self, "limited_borrowing", limited)
 
 
 #: No limit in any component (an absent borrow or lend limit).
@@ -61,6 +64,17 @@ class UsageView:
     cohort_usage: dict[tuple[str, str], Resources]
     mirrors: list[UsageView] = field(default_factory=list)
 
+    def __init__(
+        self,
+        usage: dict[tuple[str, str], Resources],
+        cohort_usage: dict[tuple[str, str], Resources],
+        mirrors: list[UsageView] | None = None,
+    ) -> None:
+        # By hand (compiled, a generated `__init__` stays interpreted): `swap` builds one per plan view.
+        self.usage = usage
+        self.cohort_usage = cohort_usage
+        self.mirrors = [] if mirrors is None else mirrors
+
 
 def _pos(r: Resources) -> Resources:
     return Resources(max(0, r.gpus), max(0, r.cpu_milli), max(0, r.memory_mib))
@@ -71,6 +85,9 @@ class QuotaTree:
 
     def __init__(self, policy: Policy) -> None:
         self.quotas: dict[tuple[str, str], TeamQuota] = {}
+        #: The same by team, then pool: `quota()` looks up two strings (whose hashes Python keeps)
+        #: instead of building and hashing a tuple, several times for every head of every cycle.
+        self._team_quotas: dict[str, dict[str, TeamQuota]] = {}
         #: Parent cohort of each team; None for dedicated teams (they neither lend nor borrow).
         self.team_parent: dict[str, str | None] = {}
         self.cohort_parent: dict[str, str | None] = {c.name: c.parent for c in policy.cohorts}
@@ -184,9 +201,9 @@ class QuotaTree:
             else:
                 guaranteed = q.reserved
                 borrow = q.borrow_limit
-            self.quotas[(team.name, q.pool)] = TeamQuota(
-                team.name, q.pool, q.nominal, borrow, guaranteed, q.nominal - guaranteed
-            )
+            tq = TeamQuota(team.name, q.pool, q.nominal, borrow, guaranteed, q.nominal - guaranteed)
+            self.quotas[(team.name, q.pool)] = tq
+            self._team_quotas.setdefault(team.name, {})[q.pool] = tq
             self.usage[(team.name, q.pool)] = ZERO
             pools.append(q.pool)
         self.team_pools[team.name] = tuple(pools)
@@ -210,7 +227,8 @@ class QuotaTree:
         return chain[-1] if chain else None
 
     def quota(self, team: str, pool: str) -> TeamQuota | None:
-        return self.quotas.get((team, pool))
+        by_pool = self._team_quotas.get(team)
+        return by_pool.get(pool) if by_pool is not None else None
 
     # --- usage -----------------------------------------------------------------------------------
 

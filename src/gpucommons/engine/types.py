@@ -186,6 +186,17 @@ class Decisions:
     preempt: tuple[Preempt, ...] = ()
     pending: dict[str, Pending] = field(default_factory=dict)
 
+    def __init__(
+        self,
+        admit: tuple[Admit, ...] = (),
+        preempt: tuple[Preempt, ...] = (),
+        pending: dict[str, Pending] | None = None,
+    ) -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted): one per cycle.
+        object.__setattr__(self, "admit", admit)
+        object.__setattr__(self, "preempt", preempt)
+        object.__setattr__(self, "pending", {} if pending is None else pending)
+
     @property
     def empty(self) -> bool:
         return not self.admit and not self.preempt
