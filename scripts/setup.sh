@@ -15,7 +15,7 @@ else
   .venv/bin/python -m pip install --quiet -e .
 fi
 
-# The engine and the simulator's loop compiled with mypyc: the same code, about twice as fast
+# The engine and the simulator's loop compiled with mypyc: the same code, about three times as fast
 # (docs/decisions/0017-compiled-engine.md). Rebuilt only when a source changed; without a C compiler
 # or Python's headers the Python sources run instead. GPUCOMMONS_PURE=1 skips it.
 if [ "${GPUCOMMONS_PURE:-0}" = 0 ]; then
