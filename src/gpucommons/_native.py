@@ -114,7 +114,7 @@ def _read_manifest() -> dict[str, dict[str, object]] | None:
 
 
 def compiled() -> bool:
-    """True if the compiled engine is the one in use (for benchmarks and `commons doctor`)."""
+    """True if the compiled engine is the one in use (benchmarks and `commons doctor` say which)."""
     from gpucommons.engine import cycle
 
     return not (cycle.__file__ or "").endswith(".py")

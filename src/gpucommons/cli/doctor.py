@@ -33,6 +33,7 @@ from gpucommons.cli.doctor_checks import (
     configured_isolation,
     database_check,
     disk_check,
+    engine_build_check,
     inventory_checks,
     isolation_check,
     server_check,
@@ -183,6 +184,7 @@ def doctor(
         disk_check(home),
         server_check(server_url(), server_token()),
         browser_check(),
+        engine_build_check(os.environ),
     ]
     if as_json:
         print(json.dumps(_report_json(report, inventory, checks, home), indent=2))

@@ -192,3 +192,19 @@ def browser_check() -> Check:
         "ok",
         "not needed: the dashboard is served by the server; only the test suite drives a browser or node",
     )
+
+
+def engine_build_check(env: Mapping[str, str]) -> Check:
+    """Which engine runs: the mypyc build of a checkout, or the Python sources, and why (the same
+    decisions either way; the build replays history in about a third of the CPU)."""
+    from gpucommons import _native
+
+    if _native.compiled():
+        return Check("engine build", "ok", "compiled with mypyc (scripts/build_native.py)")
+    if env.get(_native.PURE_ENV, "") not in ("", "0"):
+        why = f"{_native.PURE_ENV} is set"
+    elif not _native.MANIFEST.exists():
+        why = "not built: a checkout's `python scripts/build_native.py` compiles it"
+    else:
+        why = "the build is older than the sources: `python scripts/build_native.py` rebuilds it"
+    return Check("engine build", "info", f"Python sources ({why}); replays take about 3× the CPU")

@@ -206,3 +206,15 @@ def test_task_path_check_reports_the_executors_path_and_warns_without_commons(tm
     commons.chmod(0o755)
     check = task_path_check(IsolationMode.LOGICAL, shell, str(python))
     assert check.status == "ok" and f"commons is {commons}" in check.detail
+
+
+def test_doctor_says_which_engine_build_runs_and_why() -> None:
+    from gpucommons import _native
+
+    check = doctor_checks.engine_build_check({})
+    assert check.status == ("ok" if _native.compiled() else "info")
+    if not _native.compiled():
+        assert "Python sources" in check.detail and "scripts/build_native.py" in check.detail
+    forced = doctor_checks.engine_build_check({_native.PURE_ENV: "1"})
+    if not _native.compiled():
+        assert forced.detail.startswith(f"Python sources ({_native.PURE_ENV} is set)")
