@@ -49,6 +49,7 @@ from gpucommons.engine.reasons import (
     budget_reason,
     deferred_message,
     gate_sentence,
+    inherited_reason,
     never_fits_limit,
     pending_reason,
     preempt_message,
@@ -108,9 +109,7 @@ class _Failure:
     def inherited(self) -> Pending:
         """The reason for a task that asks at least as much and so waits for the same cause."""
         if self._inherited is None:
-            self._inherited = Pending(
-                self.pending.code, f"waits like {self.task_id}, which asks no more: {self.pending.message}"
-            )
+            self._inherited = inherited_reason(self.task_id, self.pending)
         return self._inherited
 
 

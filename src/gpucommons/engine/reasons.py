@@ -173,3 +173,12 @@ def deferred_message(victims: list[str]) -> str:
 def waiting_message(victims: list[str]) -> str:
     shown = ", ".join(sorted(victims)[:5]) + (" …" if len(victims) > 5 else "")
     return f"waiting for {len(victims)} preempted task(s) to stop: {shown}"
+
+
+#: How an inherited reason begins (`inherited_reason`): the server's reader recognises it by this.
+INHERITED = "waits like "
+
+
+def inherited_reason(task_id: str, why: Pending) -> Pending:
+    """The reason of a task that asks at least what `task_id` asked and so waits for its cause."""
+    return Pending(why.code, f"{INHERITED}{task_id}, which asks no more: {why.message}")

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from gpucommons.api import schemas
 from gpucommons.backends.ports import QueuePosition
 from gpucommons.domain.resources import UNLIMITED, ZERO
+from gpucommons.engine.reasons import INHERITED, inherited_reason
 from gpucommons.engine.state import queue_key
 from gpucommons.engine.types import Pending, PendingCode, TaskRequest
 from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
@@ -90,8 +91,6 @@ COVERING = frozenset(
         PendingCode.NEVER_FITS,
     }
 )
-#: How the engine words a reason a task inherits from one that asks no more (`engine.cycle`).
-INHERITED = "waits like "
 
 
 def resolve_reasons(order: Sequence[Placed], reasons: Mapping[str, Pending]) -> Mapping[str, Pending]:
@@ -119,9 +118,7 @@ def resolve_reasons(order: Sequence[Placed], reasons: Mapping[str, Pending]) -> 
         head, why = found
         reason = derived.get(head.id)
         if reason is None:
-            reason = derived[head.id] = Pending(
-                why.code, f"{INHERITED}{head.id}, which asks no more: {why.message}"
-            )
+            reason = derived[head.id] = inherited_reason(head.id, why)
         if out is None:
             out = dict(reasons)
         out[task.id] = reason
