@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
@@ -120,13 +120,18 @@ def compiled() -> bool:
     return not (cycle.__file__ or "").endswith(".py")
 
 
+def pure_requested(env: Mapping[str, str]) -> bool:
+    """`GPUCOMMONS_PURE` set to anything but empty or 0."""
+    return env.get(PURE_ENV, "") not in ("", "0")
+
+
 def activate() -> None:
     """Decide, once per process, whether the compiled modules may be loaded (see the module doc)."""
     if any(isinstance(f, SourceFinder) for f in sys.meta_path):
         return
     if not MANIFEST.exists():
         return  # never built: there are only sources
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if pure_requested(os.environ):
         sys.meta_path.insert(0, SourceFinder())
         return
     manifest = _read_manifest()

@@ -201,7 +201,7 @@ def engine_build_check(env: Mapping[str, str]) -> Check:
 
     if _native.compiled():
         return Check("engine build", "ok", "compiled with mypyc (scripts/build_native.py)")
-    if env.get(_native.PURE_ENV, "") not in ("", "0"):
+    if _native.pure_requested(env):
         why = f"{_native.PURE_ENV} is set"
     elif not _native.MANIFEST.exists():
         why = "not built: a checkout's `python scripts/build_native.py` compiles it"
