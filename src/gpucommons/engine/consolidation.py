@@ -6,7 +6,8 @@ borrower may preempt nobody outside its team, so nothing else in the cycle can u
 scheduler's `consolidation` action is the reference (docs/engine.md, "Consolidation"); ours differs:
 
 - a move is a preemption followed by a requeue, not a live migration, so only tasks that lose little
-  are moved (`movable`): preemptible, not leaving already, on one node, at most
+  are moved (`movable`): preemptible, checkpointed (a task that declared no way to save its state
+  would start again from nothing), not leaving already, on one node, at most
   `EngineConfig.consolidation_max_unsaved_gpu_s` of unsaved work (a task that saves on its stop signal
   has none), and running for at least its class's `min_runtime` and `consolidation_min_run_s` since
   its last admission, so no task is moved again before it made progress and moves cannot ping-pong;
@@ -48,7 +49,7 @@ class MovePlan:
 def movable(cy: Cycle, rt: RunningTask) -> bool:
     """Whether a move would cost the task little (module docstring)."""
     task = rt.task
-    if rt.preempting or not task.preemptible or task.id in cy.taken:
+    if rt.preempting or not task.preemptible or not task.checkpointed or task.id in cy.taken:
         return False
     if task.priority_class in cy.never_preempted_classes or len(rt.admission.placement) != 1:
         return False

@@ -25,6 +25,7 @@ def task_request(
     pool: str | None,
     policy: Policy,
     stoppable: bool = True,
+    checkpointed: bool,
 ) -> TaskRequest:
     """The engine's request for one task.
 
@@ -34,7 +35,9 @@ def task_request(
     - a task that names a `pool` may run only there; otherwise in the team's pools, in its order;
     - whether it may be preempted is its class's rule in the current `policy`; a class that has
       left the policy makes it an ordinary preemptible task; work we did not start (`stoppable`
-      False: someone ran it on the cluster directly) is usage we see, not a process we may stop.
+      False: someone ran it on the cluster directly) is usage we see, not a process we may stop;
+    - `checkpointed`: it declared how it saves its state (a trace job always does: on its stop
+      signal, or at its interval), so consolidation may move it.
     """
     try:
         preemptible = policy.priority_class(priority_class).preemptible
@@ -50,4 +53,5 @@ def task_request(
         queued_at=queued_at,
         pools=(pool,) if pool else (),
         preemptible=preemptible and stoppable,
+        checkpointed=checkpointed,
     )

@@ -33,6 +33,10 @@ class TaskRequest:
     pools: tuple[str, ...] = ()
     #: False for classes that are never preempted (e.g. production).
     preemptible: bool = True
+    #: Whether the task saves its state (on its stop signal or every so often), so that stopping it
+    #: loses only the work since its last save. Consolidation moves only such tasks: a task that
+    #: never saves would start again from nothing.
+    checkpointed: bool = False
 
     def __init__(
         self,
@@ -45,6 +49,7 @@ class TaskRequest:
         queued_at: float,
         pools: tuple[str, ...] = (),
         preemptible: bool = True,
+        checkpointed: bool = False,
     ) -> None:
         # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
         object.__setattr__(self, "id", id)
@@ -56,6 +61,7 @@ class TaskRequest:
         object.__setattr__(self, "queued_at", queued_at)
         object.__setattr__(self, "pools", pools)
         object.__setattr__(self, "preemptible", preemptible)
+        object.__setattr__(self, "checkpointed", checkpointed)
 
 
 @dataclass(frozen=True, slots=True)

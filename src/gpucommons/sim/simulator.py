@@ -219,6 +219,8 @@ class Simulation:
             queued_at=now,
             pool=run.job.pool,
             policy=self.policy,
+            # The job model: every job saves its state, at its interval or within its grace period.
+            checkpointed=True,
         )
 
     def _enqueue(self, i: int, now: float, *, first: bool) -> None:

@@ -215,6 +215,7 @@ class TaskBuilder:
         self._queued_at = 0.0
         self._pools: tuple[str, ...] = ()
         self._preemptible = True
+        self._checkpointed = True
 
     def team(self, name: str) -> TaskBuilder:
         self._team = name
@@ -255,6 +256,11 @@ class TaskBuilder:
         self._preemptible = False
         return self
 
+    def no_checkpoint(self) -> TaskBuilder:
+        """A task that declared no way to save its state (builders' tasks save on their signal)."""
+        self._checkpointed = False
+        return self
+
     def obj(self) -> TaskRequest:
         return TaskRequest(
             id=self._id,
@@ -266,6 +272,7 @@ class TaskBuilder:
             queued_at=self._queued_at,
             pools=self._pools,
             preemptible=self._preemptible,
+            checkpointed=self._checkpointed,
         )
 
 

@@ -170,6 +170,8 @@ def workloads(draw: st.DrawFn, policy: Policy, max_jobs: int = 14) -> list[Job]:
             queued_at=0.0,
             pools=pools,
             preemptible=cls.preemptible,
+            # Some tasks never save their state: consolidation must leave them where they are.
+            checkpointed=draw(st.integers(0, 3)) > 0,
         )
         jobs.append(Job(task, float(draw(st.integers(0, 20)) * 30), float(draw(st.integers(1, 40)) * 30)))
     return jobs
@@ -342,8 +344,9 @@ def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str,
 
 
 def check_consolidation(state: ClusterState, d: Decisions, now: float, config: EngineConfig) -> None:
-    """A consolidation move takes only a cheap task (engine/consolidation.py: one node, little unsaved
-    work, run long enough, never a non-preemptible class) for a preemptor its quota already allowed."""
+    """A consolidation move takes only a cheap task (engine/consolidation.py: checkpointed, one node,
+    little unsaved work, run long enough, never a non-preemptible class) for a preemptor its quota
+    already allowed."""
     for p in d.preempt:
         if p.reason is not PreemptReason.CONSOLIDATION:
             continue
@@ -354,6 +357,7 @@ def check_consolidation(state: ClusterState, d: Decisions, now: float, config: E
         cls = state.priority_class(rt.task.priority_class)
         min_runtime = cls.min_runtime_s if cls is not None else 300
         ran = now - rt.admitted_at
+        assert rt.task.checkpointed, f"{p.victim_id} saves no state and was moved"
         assert len(rt.admission.placement) == 1, f"{p.victim_id} on several nodes was moved"
         assert rt.unsaved_gpu_s <= config.consolidation_max_unsaved_gpu_s, f"{p.victim_id} lost too much"
         assert ran >= config.consolidation_min_run_s and ran >= min_runtime, f"{p.victim_id} moved too soon"

@@ -173,6 +173,9 @@ def live(jobs: list[SimJob], home: Path, tick_s: float = 0.5) -> list[Decision]:
                 command=["sleep", f"{job.duration_s:g}"],
                 priority=job.priority_class,
                 name=job.job_id,
+                # As the trace job: it declares saves (so consolidation may move it), too rare to
+                # keep anything (a live task that never saved has all its run unsaved, as here).
+                checkpoint="every:9999999s",
             )
             with ctx.db.session() as session:
                 task = task_service.submit(

@@ -81,6 +81,24 @@ def test_a_task_inside_its_class_min_runtime_stays() -> None:
     assert not d.preempt
 
 
+def test_a_task_that_saves_no_state_is_never_moved() -> None:
+    """A move restarts the task from its last save; one that never saves would start from nothing."""
+    b = make_state(_policy())
+    for n in range(4):
+        b = b.running(T(f"r{n}").team("cv").gpus(4).no_checkpoint(), placement=_on(n, 0, 4))
+    d = decide_checked(b.pending(T("a").team("nlp").gpus(8)).obj(), NOW, COMMONS)
+    assert not d.preempt and d.pending["a"].code is PendingCode.NO_NODE_FITS
+
+
+def test_of_tasks_alike_only_the_checkpointed_one_is_moved() -> None:
+    b = make_state(_policy())
+    for n in range(4):
+        task = T(f"r{n}").team("cv").gpus(4)
+        b = b.running(task if n == 2 else task.no_checkpoint(), placement=_on(n, 0, 4))
+    d = decide_checked(b.pending(T("a").team("nlp").gpus(8)).obj(), NOW, COMMONS)
+    assert _moves(d) == {"r2": "a"}
+
+
 def test_a_non_preemptible_task_is_never_moved() -> None:
     b = make_state(_policy(classes=True))
     for n in range(4):

@@ -34,7 +34,9 @@ teams:
 SRC = Path(__file__).resolve().parents[3] / "src" / "gpucommons"
 
 
-def _row(pool: str | None, klass: str, value: int, origin: str = "commons") -> TaskRow:
+def _row(
+    pool: str | None, klass: str, value: int, origin: str = "commons", checkpoint: str = "on-signal"
+) -> TaskRow:
     return TaskRow(
         id="j1",
         team="nlp",
@@ -47,6 +49,7 @@ def _row(pool: str | None, klass: str, value: int, origin: str = "commons") -> T
         queued_at=30.0,
         pool_request=pool,
         origin=origin,
+        checkpoint_mode=checkpoint,
     )
 
 
@@ -60,6 +63,13 @@ def test_a_stored_task_and_a_trace_job_give_the_same_request(pool: str | None, k
     assert from_trace == from_store
     assert from_store.pools == ((pool,) if pool else ())
     assert from_store.preemptible is (klass == "experiment")
+
+
+@pytest.mark.parametrize(("mode", "checkpointed"), [("none", False), ("on-signal", True), ("every", True)])
+def test_a_task_is_checkpointed_when_it_declared_its_saves(mode: str, checkpointed: bool) -> None:
+    """Consolidation moves only checkpointed tasks; a trace job always saves (the job model)."""
+    request = stored_task_request(_row(None, "experiment", 100, checkpoint=mode), POLICY)
+    assert request.checkpointed is checkpointed
 
 
 def test_a_class_that_left_the_policy_makes_an_ordinary_preemptible_task() -> None:
@@ -80,6 +90,7 @@ def test_work_started_on_the_cluster_directly_is_never_preempted() -> None:
         pool=None,
         policy=POLICY,
         stoppable=False,
+        checkpointed=True,
     ).preemptible
 
 

@@ -39,6 +39,7 @@ def task_request(row: TaskRow, policy: Policy) -> TaskRequest:
         pool=row.pool_request,
         policy=policy,
         stoppable=row.origin != "cluster",
+        checkpointed=row.checkpoint_mode in (CheckpointMode.ON_SIGNAL.value, CheckpointMode.EVERY.value),
     )
 
 
