@@ -161,6 +161,8 @@ def create_app(settings: Settings | None = None, *, context: ServerContext | Non
     app.state.policy = lambda: ctx.policies.policy
     #: The queue's answers, rendered once per published view (`routers.queue_answers`).
     app.state.queue_answers = QueueAnswers()
+    #: Why each pending task waits, resolved once per published view (`views.WaitingMessages`).
+    app.state.waiting_messages = views.WaitingMessages()
     install_error_handlers(app)
     settings = ctx.settings
     install_auth(

@@ -18,6 +18,7 @@ from gpucommons.engine.reasons import INHERITED, inherited_reason
 from gpucommons.engine.state import queue_key
 from gpucommons.engine.types import Pending, PendingCode, TaskRequest
 from gpucommons.server.metrics import GaugeSnapshot, TeamPoolGauge
+from gpucommons.server.workers.outputs import ReadView
 from gpucommons.server.workers.port import TaskWorker
 
 
@@ -123,6 +124,31 @@ def resolve_reasons(order: Sequence[Placed], reasons: Mapping[str, Pending]) -> 
             out = dict(reasons)
         out[task.id] = reason
     return reasons if out is None else out
+
+
+class WaitingMessages:
+    """Why each pending task waits, as of the scheduler's last cycle, for the task list and a task's
+    own page (`commons tasks`, the dashboard).
+
+    A task's stored `message` is written when its state changes ("waiting for the scheduler" at
+    submit); why a pending task waits changes every cycle and lives in the published view only.
+    Resolving the set-aside tasks walks the whole queue, so it is done once per view: the last
+    view's answer is kept (a reader that races another computes it again, harmlessly)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[ReadView, Mapping[str, str]] | None = None
+
+    def of(self, view: ReadView) -> Mapping[str, str]:
+        last = self._last
+        if last is not None and last[0] is view:
+            return last[1]
+        if not view.pending:
+            messages: Mapping[str, str] = {}
+        else:
+            reasons = resolve_reasons(queue_order(view.pending), view.reasons)
+            messages = {task_id: pending.message for task_id, pending in reasons.items()}
+        self._last = (view, messages)
+        return messages
 
 
 def queue_entries(

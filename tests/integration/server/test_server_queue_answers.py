@@ -179,6 +179,30 @@ def test_tasks_the_engine_set_aside_behind_their_failed_head_say_why_they_wait(
     assert h.http.get("/api/v1/queue", headers=h.admin).content == body
 
 
+def test_the_task_list_and_a_tasks_page_say_why_a_pending_task_waits_now(
+    made: tuple[Harness, ManualClock],
+) -> None:
+    """`commons tasks` showed "waiting for the scheduler" (the message written at submit) for a task
+    the queue said waits on its team's quota: a pending task's message is the last cycle's reason,
+    set-aside tasks included, and a task that left the queue keeps its own."""
+    h, _ = made
+    running = str(h.submit(team="a", gpus=2, command=["sleep", "600"])["id"])
+    h.submit(team="b", gpus=2, command=["sleep", "600"])
+    h.cycle()
+    head = str(h.submit(team="a", gpus=2, command=["sleep", "600"])["id"])
+    behind = str(h.submit(team="a", gpus=2, command=["sleep", "600"])["id"])
+    before_cycle = {t["id"]: t["message"] for t in h.http.get("/api/v1/tasks", headers=h.admin).json()}
+    assert before_cycle[head] == "waiting for the scheduler"  # no cycle has looked at it yet
+    h.cycle()
+    queue = {e["task_id"]: e["reason"] for e in h.http.get("/api/v1/queue", headers=h.admin).json()}
+    listed = {t["id"]: t["message"] for t in h.http.get("/api/v1/tasks", headers=h.admin).json()}
+    assert listed[head] == queue[head] and "waiting for the scheduler" not in listed[head], listed
+    assert listed[behind] == queue[behind] and listed[behind].startswith(f"waits like {head}"), listed
+    assert h.http.get(f"/api/v1/tasks/{behind}", headers=h.admin).json()["message"] == queue[behind]
+    assert listed[running] == h.http.get(f"/api/v1/tasks/{running}", headers=h.admin).json()["message"]
+    assert running not in queue and not listed[running].startswith("waits"), listed[running]
+
+
 def test_a_task_asking_less_than_the_failed_head_is_not_given_its_reason() -> None:
     from gpucommons.domain.resources import Resources
     from gpucommons.engine.types import Pending, PendingCode, TaskRequest

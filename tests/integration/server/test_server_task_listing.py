@@ -17,6 +17,7 @@ from tests.unit.server.task_columns import ATTEMPT_COLUMNS, task_columns
 
 from gpucommons.api import schemas
 from gpucommons.backends.clock import SystemClock
+from gpucommons.server import views
 from gpucommons.server.executors import TimerExecutor
 from gpucommons.server.services import convert
 from gpucommons.store.models import AttemptRow, TaskRow
@@ -34,8 +35,9 @@ def before(h: Harness, query: Select[TaskRow]) -> bytes:
     """The answer as the route wrote it before: ORM rows, `convert.task`, pydantic."""
     with h.ctx.db.session() as session:
         rows = list(session.scalars(query))
-        borrowed = h.ctx.scheduler.view.usage.borrowed_by_task
-        return TASKS.dump_json([convert.task(row, borrowed) for row in rows])
+        published = h.ctx.scheduler.view
+        borrowed, waiting = published.usage.borrowed_by_task, views.WaitingMessages().of(published)
+        return TASKS.dump_json([convert.task(row, borrowed, waiting) for row in rows])
 
 
 def newest(*teams: str) -> Select[TaskRow]:

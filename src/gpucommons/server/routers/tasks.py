@@ -27,6 +27,7 @@ from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
 from gpucommons.server.routers.caching import NOT_MODIFIED, body_answer, link_header, query_string
 from gpucommons.server.services import convert, task_listing
 from gpucommons.server.services import tasks as service
+from gpucommons.server.views import WaitingMessages
 from gpucommons.server.workers.commands import Cancel, RecordCheckpoint
 from gpucommons.store.models import TaskRow
 
@@ -141,15 +142,25 @@ def list_tasks(
             "Link": link_header(f"{request.url.path}?{query_string(params)}", "next"),
             "X-Next-Cursor": cursor,
         }
-    body = task_listing.render(rows[:limit], ctx.scheduler.view.usage.borrowed_by_task)
+    published = ctx.scheduler.view
+    waiting = _waiting(request).of(published)
+    body = task_listing.render(rows[:limit], published.usage.borrowed_by_task, waiting)
     return body_answer(request, body, headers=headers)
 
 
+def _waiting(request: Request) -> WaitingMessages:
+    """The app's pending tasks' reasons, resolved once per published view (`create_app`)."""
+    waiting = request.app.state.waiting_messages
+    assert isinstance(waiting, WaitingMessages)
+    return waiting
+
+
 @router.get("/{task_id}", response_model=schemas.Task)
-def get_task(task_id: str, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+def get_task(task_id: str, request: Request, ctx: ContextDep, who: CurrentPrincipal) -> schemas.Task:
+    published = ctx.scheduler.view
     with ctx.db.session() as session:
         row = service.get_visible(session, ctx.policies.policy, task_id, who)
-        return convert.task(row, ctx.scheduler.view.usage.borrowed_by_task)
+        return convert.task(row, published.usage.borrowed_by_task, _waiting(request).of(published))
 
 
 @router.post("/{task_id}/cancel", response_model=schemas.Task)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 from gpucommons.api import schemas
 from gpucommons.store.models import AttemptRow, TaskEventRow, TaskRow, UsageIntervalRow
@@ -32,15 +33,24 @@ def checkpoint_of(mode: str, interval_s: int | None) -> str | None:
 
 #: States in which a task holds GPUs, so that what it borrows is a fact of now, not of its admission.
 HOLDING = frozenset({"admitted", "running", "preempting"})
+#: The state in which why a task waits is the scheduler's of now, not the row's.
+PENDING = "pending"
+#: No messages of now (a caller without the scheduler's view).
+EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
-def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas.Task:
+def task(
+    row: TaskRow, borrowed_now: Mapping[str, int] | None = None, waiting_now: Mapping[str, str] = EMPTY
+) -> schemas.Task:
     """`borrowed_now` (the scheduler's `UsageView.borrowed_by_task`) gives a live task's current
-    borrowing; without it, or for a task that holds nothing, the row's value at admission stands."""
+    borrowing; without it, or for a task that holds nothing, the row's value at admission stands.
+    `waiting_now` (`views.WaitingMessages`) says why a pending task waits as of the last cycle; the
+    row's message is what was written when its state last changed."""
     attempt = row.attempt
     borrowed = attempt.borrowed_gpus if attempt is not None else 0
     if borrowed_now is not None and row.state in HOLDING:
         borrowed = borrowed_now.get(row.id, 0)
+    message = waiting_now.get(row.id, row.message) if row.state == PENDING else row.message
     return schemas.Task(
         id=row.id,
         seq=row.seq,
@@ -69,7 +79,7 @@ def task(row: TaskRow, borrowed_now: Mapping[str, int] | None = None) -> schemas
         cancel_requested=row.cancel_requested,
         last_checkpoint_at=utc_or_none(row.last_checkpoint_at),
         lost_gpu_seconds=round(row.lost_gpu_seconds, 3),
-        message=row.message,
+        message=message,
         submitted_by=row.submitted_by,
         image=row.image,
         cluster_ref=row.cluster_ref,

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic_core import to_json
 from sqlalchemy import Select, select
 
-from gpucommons.server.services.convert import HOLDING, checkpoint_of, utc, utc_or_none
+from gpucommons.server.services.convert import EMPTY, HOLDING, PENDING, checkpoint_of, utc, utc_or_none
 from gpucommons.store.models import AttemptRow, TaskRow
 
 #: What `render` reads of each row, in this order (the attempt's id says whether the join found one).
@@ -70,9 +70,12 @@ def listing() -> Select[*tuple[Any, ...]]:
     return select(*COLUMNS).outerjoin(AttemptRow, TaskRow.attempt_id == AttemptRow.id)
 
 
-def record(row: Sequence[Any], borrowed_now: Mapping[str, int]) -> dict[str, Any]:
+def record(
+    row: Sequence[Any], borrowed_now: Mapping[str, int], waiting_now: Mapping[str, str] = EMPTY
+) -> dict[str, Any]:
     """One row of `listing` as `convert.task` builds it: a live task's borrowing is the scheduler's
-    of now (`borrowed_now`), any other's the attempt's at admission, 0 without an attempt."""
+    of now (`borrowed_now`), any other's the attempt's at admission, 0 without an attempt; a
+    pending task's message is why it waits now (`waiting_now`), if the scheduler has said."""
     (
         task_id,
         seq,
@@ -114,6 +117,8 @@ def record(row: Sequence[Any], borrowed_now: Mapping[str, int]) -> dict[str, Any
         borrowed = borrowed_now.get(task_id, 0)
     elif not held:
         borrowed = 0
+    if state == PENDING:
+        message = waiting_now.get(task_id, message)
     return {
         "id": task_id,
         "seq": seq,
@@ -151,7 +156,9 @@ def record(row: Sequence[Any], borrowed_now: Mapping[str, int]) -> dict[str, Any
     }
 
 
-def render(rows: Iterable[Sequence[Any]], borrowed_now: Mapping[str, int]) -> bytes:
+def render(
+    rows: Iterable[Sequence[Any]], borrowed_now: Mapping[str, int], waiting_now: Mapping[str, str] = EMPTY
+) -> bytes:
     """The JSON list of `Task`s of these rows of `listing`, in their order. Infinity and NaN are
     written `null`, as a pydantic model writes a float field by default."""
-    return to_json([record(row, borrowed_now) for row in rows], inf_nan_mode="null")
+    return to_json([record(row, borrowed_now, waiting_now) for row in rows], inf_nan_mode="null")
