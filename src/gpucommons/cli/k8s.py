@@ -37,7 +37,7 @@ GovernanceCheck = Annotated[
     bool,
     typer.Option(
         "--governance-check/--no-governance-check",
-        help="List the AdmissionCheck gpucommons-governance in every ClusterQueue (budgets, class rules).",
+        help="List our governance AdmissionCheck (budgets, class rules) in every ClusterQueue.",
     ),
 ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from importlib import import_module
 from typing import Any
 
@@ -96,6 +98,7 @@ def _plain_option_types() -> None:
         return
 
     def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        _one_space_between_option_columns()
         if self.is_flag or self.count:
             return None
         text: str | None = shown(self, ctx)
@@ -103,6 +106,18 @@ def _plain_option_types() -> None:
 
     display_type_rich.commons_plain = True  # type: ignore[attr-defined]
     setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010
+
+
+def _one_space_between_option_columns() -> None:
+    """Rich help tables pad each column by a space on both sides: seven columns (flag, short flag,
+    negative flag, ...) spent 14 of 80 characters on padding, and at 80 columns rich cut the negative
+    flags themselves (`--no-internet-egr…`). One space after each column reads the same.
+
+    Called while typer draws an options panel (from `display_type_rich`, before the panel's table is
+    made), so that `commons --version` never imports typer's rich help (0.1 s)."""
+    rich_utils = sys.modules.get("typer.rich_utils")
+    if rich_utils is not None and hasattr(rich_utils, "STYLE_OPTIONS_TABLE_PADDING"):
+        rich_utils.STYLE_OPTIONS_TABLE_PADDING = (0, 1, 0, 0)
 
 
 _plain_option_types()

@@ -38,8 +38,8 @@ Qos = Annotated[
     bool,
     typer.Option(
         "--qos/--no-qos",
-        help="A QOS per team capping plain sbatch jobs at its nominal GPUs (needs "
-        "AccountingStorageEnforce=associations,limits,qos); GPU Commons' own jobs use an unlimited QOS.",
+        help="A QOS per team capping plain sbatch jobs at its nominal GPUs (slurm.conf must enforce "
+        "limits and QOS: docs/slurm.md); GPU Commons' own jobs use an unlimited QOS.",
     ),
 ]
 ParentAccount = Annotated[str, typer.Option(help="The account that holds every team account.")]

@@ -38,3 +38,15 @@ def test_the_tasks_line_of_the_command_list_reads_as_one_sentence() -> None:
     line = next(line for line in shown.splitlines() if "List tasks, newest first" in line)
     assert line.split("│")[1].split() == ["tasks", "List", "tasks,", "newest", "first."], shown
     assert "names are never cut" not in shown
+
+
+def test_no_commands_help_is_cut_at_80_columns() -> None:
+    """Rich cuts a word that does not fit its column with an ellipsis: a flag shown as
+    `--no-internet-egr…` cannot be typed from the help."""
+    runner, cut = CliRunner(), {}
+    for path, _ in _commands(typer.main.get_command(app)):
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"}).output
+        lines = [line.strip() for line in shown.splitlines() if "…" in line]
+        if lines:
+            cut[" ".join(path)] = lines
+    assert cut == {}
