@@ -117,7 +117,7 @@ def _one_space_between_option_columns() -> None:
     made), so that `commons --version` never imports typer's rich help (0.1 s)."""
     rich_utils = sys.modules.get("typer.rich_utils")
     if rich_utils is not None and hasattr(rich_utils, "STYLE_OPTIONS_TABLE_PADDING"):
-        rich_utils.STYLE_OPTIONS_TABLE_PADDING = (0, 1, 0, 0)
+        setattr(rich_utils, "STYLE_OPTIONS_TABLE_PADDING", (0, 1, 0, 0))  # noqa: B010
 
 
 _plain_option_types()
