@@ -28,7 +28,7 @@ from gpucommons.domain.model import Policy, PriorityClass
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.placement import OUT_OF_SERVICE, NodeMap
 from gpucommons.engine.quota import QuotaTree
-from gpucommons.engine.types import Admission, RunningTask, TaskRequest
+from gpucommons.engine.types import Admission, Pending, RunningTask, TaskRequest
 
 QueueKey = tuple[int, float, int]
 
@@ -69,6 +69,8 @@ class ClusterState:
         self._decayed_at: float | None = None
         #: Pool → nodes that take no new work (a backend's inventory: down, drained).
         self._out_of_service: dict[str, frozenset[int]] = {}
+        #: Bumped on every change to a team's queue, admitted tasks, usage or spend (`team_version`).
+        self._team_versions: dict[str, int] = {}
         self.policy = policy
         self._build(policy)
 
@@ -100,6 +102,10 @@ class ClusterState:
         self.pools_cache: dict[tuple[str, tuple[str, ...]], tuple[list[str], list[str]]] = {}
         #: The policy's lookups a `Cycle` builds (`engine.context.PolicyLookups`).
         self.cycle_lookups: object = None
+        #: Under `static`, a team whose every head failed on its own quota alone: the reasons its
+        #: tasks were given, with the `team_version` and the `EngineConfig` they were decided at.
+        #: While both are the same the next cycle gives them again (engine/cycle.py, `_Scheduler.run`).
+        self.failed_teams: dict[str, tuple[int, object, dict[str, Pending]]] = {}
 
     def set_policy(self, policy: Policy) -> None:
         """Switch to a new policy. Running tasks keep running; their usage is re-counted under it."""
@@ -122,6 +128,14 @@ class ClusterState:
     def priority_class(self, name: str) -> PriorityClass | None:
         return self._classes.get(name)
 
+    def team_version(self, team: str) -> int:
+        """Changes whenever the team's queue, admitted tasks, usage, preemptions or spend change:
+        what a cycle reads of the team when it is confined to its own quota (`static`)."""
+        return self._team_versions.get(team, 0)
+
+    def _touch(self, team: str) -> None:
+        self._team_versions[team] = self._team_versions.get(team, 0) + 1
+
     def _is_budget_exempt(self, task: TaskRequest) -> bool:
         cls = self._classes.get(task.priority_class)
         return cls is not None and cls.budget_exempt
@@ -135,6 +149,7 @@ class ClusterState:
         if task.id in self._pending or task.id in self._running:
             raise ValueError(f"task {task.id} is already known to the engine")
         self._pending[task.id] = task
+        self._touch(task.team)
         insort(self._queues.setdefault(task.team, []), (*queue_key(task), task.id))
         self._queue_gpus.setdefault(task.team, Counter())[task.resources.gpus] += 1
         if self._is_budget_exempt(task):
@@ -150,6 +165,7 @@ class ClusterState:
         task = self._pending.pop(task_id, None)
         if task is None:
             raise KeyError(f"task {task_id} is not pending")
+        self._touch(task.team)
         queue = self._queues[task.team]
         entry = (*queue_key(task), task.id)
         del queue[bisect_left(queue, entry)]
@@ -199,9 +215,11 @@ class ClusterState:
         rt = self._running.get(task_id)
         if rt is None:
             raise KeyError(f"task {task_id} is not running")
+        self._touch(rt.task.team)
         if not rt.preempting:
             self._running[task_id] = dataclasses.replace(rt, preempting=True)
         if preemptor_id is not None and preemptor_id in self._pending:
+            self._touch(self._pending[preemptor_id].team)
             self._preemptor_of[task_id] = preemptor_id
             self._victims_of.setdefault(preemptor_id, set()).add(task_id)
             self._waiting[preemptor_id] = rt.admission.pool
@@ -212,6 +230,7 @@ class ClusterState:
             raise KeyError(f"task {task_id} is not running")
         if now is not None:
             self.advance_usage(now)
+        self._touch(rt.task.team)
         del self._running_by_team[rt.task.team][task_id]
         priorities = self._running_priorities[rt.task.team]
         priorities[rt.task.priority] -= 1
@@ -222,6 +241,9 @@ class ClusterState:
         preemptor = self._preemptor_of.pop(task_id, None)
         if preemptor is not None:
             self._victims_of.get(preemptor, set()).discard(task_id)
+            waiting = self._pending.get(preemptor)
+            if waiting is not None:
+                self._touch(waiting.team)
         self._drop_reservation(task_id)
         return rt
 
@@ -245,6 +267,7 @@ class ClusterState:
         rt = self._running.get(task_id)
         if rt is None:
             raise KeyError(f"task {task_id} is not running")
+        self._touch(rt.task.team)
         self._running[task_id] = dataclasses.replace(rt, unsaved_gpu_s=unsaved_gpu_s)
 
     def set_preemption_count(self, task_id: str, count: int) -> None:
@@ -252,6 +275,8 @@ class ClusterState:
         restart), so min-runtime protection still knows it needs progress before the next one."""
         if task_id not in self._pending and task_id not in self._running:
             raise KeyError(f"task {task_id} is neither pending nor running")
+        known = self._pending.get(task_id)
+        self._touch(known.team if known is not None else self._running[task_id].task.team)
         if count > 0:
             self._preemptions[task_id] = count
         else:
@@ -259,6 +284,7 @@ class ClusterState:
 
     def set_team_spend(self, team: str, spent_cents: int) -> None:
         """What the team has spent this month, for hard budgets."""
+        self._touch(team)
         self._spend[team] = spent_cents
 
     def _drop_reservation(self, task_id: str) -> None:
