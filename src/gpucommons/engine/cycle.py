@@ -303,7 +303,9 @@ class _Scheduler:
         prev_pools: tuple[str, ...] | None = None
         prev_gpus = prev_cpu = prev_mem = 0
         prev_found: tuple[_Failure | None, Pending | None] = _NO_MATCH
-        for task in self.state.queue_from(team, cursor.index):
+        queue, tasks = self.state.queue_entries(team), self.state.pending_tasks()
+        while cursor.index < len(queue):
+            task = tasks[queue[cursor.index][3]]
             cursor.index += 1
             task_id = task.id
             if task_id in waiting or task_id in taken:

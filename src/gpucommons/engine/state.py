@@ -32,6 +32,9 @@ from gpucommons.engine.types import Admission, Pending, RunningTask, TaskRequest
 
 QueueKey = tuple[int, float, int]
 
+#: The queue of a team with nothing queued (`queue_entries`).
+_NO_QUEUE: list[tuple[int, float, int, str]] = []
+
 
 def queue_key(task: TaskRequest) -> QueueKey:
     """Order within a team's queue: higher priority first, then earlier `queued_at`, then `seq`."""
@@ -50,6 +53,9 @@ class ClusterState:
         self._pending: dict[str, TaskRequest] = {}
         self._queues: dict[str, list[tuple[int, float, int, str]]] = {}
         self._queue_gpus: dict[str, Counter[int]] = {}
+        #: The least of each team's `_queue_gpus` (absent: nothing queued), kept as they change:
+        #: a cycle asks it for every head that fails.
+        self._min_queue_gpus: dict[str, int] = {}
         self._exempt_pending: Counter[str] = Counter()
         self._explicit_pools: Counter[str] = Counter()
         #: (team, the pool asked for or "" for any of the team's) -> [pending tasks, their GPUs]:
@@ -60,6 +66,9 @@ class ClusterState:
         #: Priorities of each team's admitted tasks (with counts): lets preemption skip a team
         #: none of whose tasks ranks low enough to be a victim, without walking them.
         self._running_priorities: dict[str, Counter[int]] = {}
+        #: The least of each team's `_running_priorities` (absent: it runs nothing), kept as they
+        #: change: preemption asks it several times for every head that fails, every cycle.
+        self._lowest_running: dict[str, int] = {}
         self._victims_of: dict[str, set[str]] = {}
         self._preemptor_of: dict[str, str] = {}
         self._waiting: dict[str, str] = {}  # preemptor id -> pool its victims are in
@@ -96,10 +105,12 @@ class ClusterState:
 
     def _clear_derived(self) -> None:
         #: Answers that depend on the policy and the nodes in service alone, kept across cycles
-        #: (a cycle asks them for every head it examines): `Cycle.most_ever` by (team, pool,
-        #: isolated, node placement) and `Cycle.pools_for` by (team, requested pools).
-        self.most_ever_cache: dict[tuple[str, str, bool, bool], Resources] = {}
+        #: (a cycle asks them for every head it examines): `Cycle.most_ever` by (isolated, node
+        #: placement), then (team, pool); `Cycle.pools_for` by (team, requested pools), and by team
+        #: alone for a task that names no pool.
+        self.most_ever_cache: dict[tuple[bool, bool], dict[tuple[str, str], Resources]] = {}
         self.pools_cache: dict[tuple[str, tuple[str, ...]], tuple[list[str], list[str]]] = {}
+        self.team_pools_cache: dict[str, tuple[list[str], list[str]]] = {}
         #: The policy's lookups a `Cycle` builds (`engine.context.PolicyLookups`).
         self.cycle_lookups: object = None
         #: Under `static`, a team whose every head failed on its own quota alone: the reasons its
@@ -152,6 +163,9 @@ class ClusterState:
         self._touch(task.team)
         insort(self._queues.setdefault(task.team, []), (*queue_key(task), task.id))
         self._queue_gpus.setdefault(task.team, Counter())[task.resources.gpus] += 1
+        least = self._min_queue_gpus.get(task.team)
+        if least is None or task.resources.gpus < least:
+            self._min_queue_gpus[task.team] = task.resources.gpus
         if self._is_budget_exempt(task):
             self._exempt_pending[task.team] += 1
         if task.pools:
@@ -173,6 +187,10 @@ class ClusterState:
         gpus[task.resources.gpus] -= 1
         if gpus[task.resources.gpus] == 0:
             del gpus[task.resources.gpus]
+            if gpus:
+                self._min_queue_gpus[task.team] = min(gpus)
+            else:
+                self._min_queue_gpus.pop(task.team, None)
         if self._is_budget_exempt(task):
             self._exempt_pending[task.team] -= 1
         if task.pools:
@@ -202,6 +220,9 @@ class ClusterState:
         self._running[task_id] = rt
         self._running_by_team.setdefault(task.team, {})[task_id] = None
         self._running_priorities.setdefault(task.team, Counter())[task.priority] += 1
+        lowest = self._lowest_running.get(task.team)
+        if lowest is None or task.priority < lowest:
+            self._lowest_running[task.team] = task.priority
         self.quota.add_usage(task.team, admission.pool, task.resources)
         return rt
 
@@ -236,6 +257,10 @@ class ClusterState:
         priorities[rt.task.priority] -= 1
         if priorities[rt.task.priority] == 0:
             del priorities[rt.task.priority]
+            if priorities:
+                self._lowest_running[rt.task.team] = min(priorities)
+            else:
+                self._lowest_running.pop(rt.task.team, None)
         self.quota.add_usage(rt.task.team, rt.admission.pool, ZERO - rt.task.resources)
         self.nodes.give_back(rt.admission.pool, rt.admission.placement)
         preemptor = self._preemptor_of.pop(task_id, None)
@@ -365,6 +390,16 @@ class ClusterState:
             return None
         return self._pending[queue[index][3]]
 
+    def queue_entries(self, team: str) -> list[tuple[int, float, int, str]]:
+        """The team's queue itself, in order: (−priority, queued_at, seq, task id) per task, the id
+        to look up with `pending_tasks`. Shared, not copied: callers must not change it (a cycle
+        walks it for every team, where a generator cost more than the walk)."""
+        return self._queues.get(team, _NO_QUEUE)
+
+    def pending_tasks(self) -> dict[str, TaskRequest]:
+        """Pending tasks by id. Shared, not copied: callers must not change it."""
+        return self._pending
+
     def queue_from(self, team: str, index: int) -> Iterator[TaskRequest]:
         """The team's pending tasks in queue order from position `index` on (as `queue_entry`
         would give them one by one; the queue must not change while this is iterated, which a
@@ -389,12 +424,10 @@ class ClusterState:
 
     def min_running_priority(self, team: str) -> int | None:
         """The lowest priority among the team's admitted tasks; None if it runs nothing."""
-        priorities = self._running_priorities.get(team)
-        return min(priorities) if priorities else None
+        return self._lowest_running.get(team)
 
     def min_pending_gpus(self, team: str) -> int:
-        sizes = self._queue_gpus.get(team)
-        return min(sizes) if sizes else 0
+        return self._min_queue_gpus.get(team, 0)
 
     def exempt_pending(self, team: str) -> int:
         """Pending tasks of the team whose class is exempt from budgets."""
