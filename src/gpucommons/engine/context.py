@@ -194,7 +194,7 @@ class Cycle:
         q = self.quota.quota(team, pool)
         if q is None:
             return None
-        if not req.fits_in(self.quota.available(team, pool, self.isolated)):
+        if not self.quota.allows(team, pool, req, self.isolated):
             return None
         if not allow_borrowing and not (self.quota.usage[(team, pool)] + req).fits_in(q.nominal):
             return None
@@ -260,7 +260,15 @@ class Cycle:
 
     def within_nominal(self, team: str, pool: str, req: Resources) -> bool:
         q = self.quota.quota(team, pool)
-        return q is not None and (self.quota.usage[(team, pool)] + req).fits_in(q.nominal)
+        if q is None:
+            return False
+        # `(usage + req).fits_in(nominal)` in integers: every head's key asks it.
+        u, n = self.quota.usage[(team, pool)], q.nominal
+        return (
+            u.gpus + req.gpus <= n.gpus
+            and u.cpu_milli + req.cpu_milli <= n.cpu_milli
+            and u.memory_mib + req.memory_mib <= n.memory_mib
+        )
 
     def borrowed_after(self, team: str, pool: str, req: Resources) -> Resources:
         q = self.quota.quota(team, pool)

@@ -368,12 +368,16 @@ class _Scheduler:
             req = req - own
         tier = 0 if is_waiting else 1
         if self.fair:
-            fitting = [p for p in pools if req.fits_in(cy.quota.available(task.team, p, cy.isolated))]
+            fitting = [p for p in pools if cy.quota.allows(task.team, p, req, cy.isolated)]
             pool = fitting[0] if fitting else (pools[0] if pools else "")
             share = float(dominant_share(cy, task.team, pool, req, decayed=True)) if pool else 0.0
             return (tier, share, -task.priority, task.queued_at, task.seq)
-        borrows = not any(cy.within_nominal(task.team, p, req) for p in pools)
-        return (tier, float(borrows), -task.priority, task.queued_at, task.seq)
+        borrows = 1.0
+        for p in pools:
+            if cy.within_nominal(task.team, p, req):
+                borrows = 0.0
+                break
+        return (tier, borrows, -task.priority, task.queued_at, task.seq)
 
     # --- one head --------------------------------------------------------------------------------
 
@@ -578,7 +582,7 @@ class _Scheduler:
             return False
         partition = cy.state.nodes.partition
         for pool in pools:
-            if not task.resources.fits_in(cy.quota.available(task.team, pool, cy.isolated)):
+            if not cy.quota.allows(task.team, pool, task.resources, cy.isolated):
                 continue
             scope = (pool, partition.get(task.team, ""))
             failed = self._no_room.get(scope)
