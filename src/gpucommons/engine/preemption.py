@@ -583,8 +583,14 @@ def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -
     q = cy.quota.quota(task.team, pool)
     if q is None or can_preempt_while_borrowing(cy, task, fair_share):
         return None
-    avail = cy.quota.available(task.team, pool, cy.isolated)
     req, nominal = task.resources, q.nominal
+    if (
+        req.gpus <= nominal.gpus
+        and req.cpu_milli <= nominal.cpu_milli
+        and req.memory_mib <= nominal.memory_mib
+    ):
+        return None  # within nominal quota in every component: the gate is open whatever is available
+    avail = cy.quota.available(task.team, pool, cy.isolated)
     # Component by component, written out: this runs for every head that fails, every cycle, and
     # `getattr` by name is a generic lookup in compiled code.
     if _gate_stops(cy, task, pool, "gpus", req.gpus, avail.gpus, nominal.gpus):
