@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from gpucommons.domain.model import Pool, PriorityClass, Team
+from gpucommons.domain.model import (
+    BorrowWithinCohortPolicy,
+    Pool,
+    PriorityClass,
+    ReclaimPolicy,
+    Team,
+    WithinTeamPolicy,
+)
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.state import ClusterState
 from gpucommons.engine.types import EngineConfig, NodeSlice, Placement, RunningTask
@@ -14,15 +21,45 @@ from gpucommons.engine.whatif import WhatIf
 DEFAULT_MIN_RUNTIME_S = 300
 
 
+class TeamRules:
+    """A team's preemption rules as the flags preemption tests (`Team.preemption`'s enums, read
+    once: a compiled cycle asks them several times for every head that fails, and the policy's
+    classes are not compiled)."""
+
+    __slots__ = ("borrows_within_cohort", "newer_equal", "reclaim_lower_only", "reclaims", "within_team")
+
+    def __init__(self, team: Team) -> None:
+        rules = team.preemption
+        #: `within_team` is not `never`: own tasks of lower priority may yield.
+        self.within_team: bool = rules.within_team is not WithinTeamPolicy.NEVER
+        #: `within_team` is `lower_or_newer_equal_priority`.
+        self.newer_equal: bool = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        #: `reclaim` is not `never`.
+        self.reclaims: bool = rules.reclaim is not ReclaimPolicy.NEVER
+        #: `reclaim` is `lower_priority`.
+        self.reclaim_lower_only: bool = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
+        #: `borrow_within_cohort` is not `never`.
+        self.borrows_within_cohort: bool = rules.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
+
+
 class PolicyLookups:
     """Name lookups that depend on the policy alone: built by the first cycle under a policy and
     kept by the state until the policy changes (a cycle used to build them every time)."""
 
-    __slots__ = ("never_preempted_classes", "pools", "root_teams", "team_index", "team_names", "teams")
+    __slots__ = (
+        "never_preempted_classes",
+        "pools",
+        "root_teams",
+        "rules",
+        "team_index",
+        "team_names",
+        "teams",
+    )
 
     def __init__(self, state: ClusterState) -> None:
         policy = state.policy
         self.teams: dict[str, Team] = {t.name: t for t in policy.teams}
+        self.rules: dict[str, TeamRules] = {t.name: TeamRules(t) for t in policy.teams}
         #: `Policy.team_names`, which builds its tuple on every call (and is not compiled).
         self.team_names: tuple[str, ...] = policy.team_names
         self.pools: dict[str, Pool] = {p.name: p for p in policy.pools}
@@ -54,6 +91,7 @@ class Cycle:
         if not isinstance(lookups, PolicyLookups):
             lookups = state.cycle_lookups = PolicyLookups(state)
         self._teams = lookups.teams
+        self._rules = lookups.rules
         #: The policy's teams in order.
         self.team_names = lookups.team_names
         self._pools = lookups.pools
@@ -66,8 +104,9 @@ class Cycle:
         #: `most_ever` per (team, pool, isolated, node placement) and `pools_for`: they depend on
         #: the policy alone, and a cycle asks them for every head it examines, so the state keeps
         #: them from cycle to cycle (and forgets them with the policy).
-        self._most_ever = state.most_ever_cache
+        self._most_ever = state.most_ever_cache.setdefault((self.isolated, config.node_placement), {})
         self._pools_for = state.pools_cache
+        self._team_pools = state.team_pools_cache
         #: Usage the cycle itself added per (team, pool): admissions, and requests held for
         #: preemptors or deferred tasks. Kueue chooses victims on the snapshot taken before the
         #: cycle's admissions, so a team is a borrower only by what it held before them.
@@ -79,6 +118,10 @@ class Cycle:
 
     def team(self, name: str) -> Team:
         return self._teams[name]
+
+    def rules(self, team: str) -> TeamRules:
+        """The team's preemption rules as flags."""
+        return self._rules[team]
 
     def team_index(self, name: str) -> int:
         return self._team_index[name]
@@ -112,7 +155,7 @@ class Cycle:
     def most_ever(self, team: str, pool: str) -> Resources:
         """The most the team may ever hold in the pool, were every other team idle: its quota
         potential, and with node placement no more GPUs than the nodes it may land on."""
-        key = (team, pool, self.isolated, self.config.node_placement)
+        key = (team, pool)
         most = self._most_ever.get(key)
         if most is None:
             most = self.quota.potential(team, pool, self.isolated)
@@ -128,15 +171,17 @@ class Cycle:
     def pools_for(self, team: str, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
         """(pools to try in order, requested pools the team cannot use). Shared between calls:
         callers must not change the lists."""
+        if not requested:
+            every = self._team_pools.get(team)
+            if every is None:
+                every = self._team_pools[team] = (list(self.quota.team_pools.get(team, ())), [])
+            return every
         key = (team, requested)
         found = self._pools_for.get(key)
         if found is None:
             team_pools = self.quota.team_pools.get(team, ())
-            if not requested:
-                found = (list(team_pools), [])
-            else:
-                usable = [p for p in requested if p in team_pools]
-                found = (usable, [p for p in requested if p not in team_pools])
+            usable = [p for p in requested if p in team_pools]
+            found = (usable, [p for p in requested if p not in team_pools])
             self._pools_for[key] = found
         return found
 
@@ -149,7 +194,7 @@ class Cycle:
         q = self.quota.quota(team, pool)
         if q is None:
             return None
-        if not req.fits_in(self.quota.available(team, pool, self.isolated)):
+        if not self.quota.allows(team, pool, req, self.isolated):
             return None
         if not allow_borrowing and not (self.quota.usage[(team, pool)] + req).fits_in(q.nominal):
             return None
@@ -215,7 +260,15 @@ class Cycle:
 
     def within_nominal(self, team: str, pool: str, req: Resources) -> bool:
         q = self.quota.quota(team, pool)
-        return q is not None and (self.quota.usage[(team, pool)] + req).fits_in(q.nominal)
+        if q is None:
+            return False
+        # `(usage + req).fits_in(nominal)` in integers: every head's key asks it.
+        u, n = self.quota.usage[(team, pool)], q.nominal
+        return (
+            u.gpus + req.gpus <= n.gpus
+            and u.cpu_milli + req.cpu_milli <= n.cpu_milli
+            and u.memory_mib + req.memory_mib <= n.memory_mib
+        )
 
     def borrowed_after(self, team: str, pool: str, req: Resources) -> Resources:
         q = self.quota.quota(team, pool)

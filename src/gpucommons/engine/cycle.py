@@ -28,6 +28,10 @@ The pipeline (Kueue `scheduler.go`, `schedule()`):
    best-effort FIFO a head that cannot go is set aside and the next task is tried (strict FIFO:
    the team waits behind it); tasks that ask for at least what a failed task asked for are set
    aside without evaluation, so a cycle examines heads, not the whole queue, when nothing fits.
+5. **Unchanged teams (`static`).** A team confined to its own quota sees nothing of the others
+   but the nodes; when all its heads failed on its quota alone, the state keeps the reasons, and
+   later cycles give them again without examining it until the team changes
+   (`ClusterState.team_version`, `failed_teams`).
 """
 
 from __future__ import annotations
@@ -116,6 +120,11 @@ class _Failure:
 #: A memo entry for a request that matches no failure: it must be evaluated as a head.
 _NO_MATCH: tuple[None, None] = (None, None)
 
+#: Reasons that, under `static`, depend on the team's own quota and queue alone (not on the nodes,
+#: other teams or the clock): a team whose heads all fail with one of these fails the same way
+#: until `ClusterState.team_version` changes.
+_OWN_QUOTA_CODES = frozenset({PendingCode.QUOTA_EXHAUSTED, PendingCode.NEVER_FITS, PendingCode.UNKNOWN_POOL})
+
 
 @dataclass(slots=True)
 class _PoolPlans:
@@ -162,6 +171,9 @@ class _TeamCursor:
     memo: dict[tuple[tuple[str, ...], int, int, int], tuple[_Failure | None, Pending | None]] = field(
         default_factory=dict
     )
+    #: Every head so far failed on the team's own quota alone (`_OWN_QUOTA_CODES`), without a
+    #: possible victim: the next cycle may give the same reasons while the team is unchanged.
+    own_quota_only: bool = True
 
     def __init__(self, team: str) -> None:
         # By hand (compiled, a generated `__init__` stays interpreted): one per team per cycle.
@@ -171,6 +183,7 @@ class _TeamCursor:
         self.done = False
         self.failures = []
         self.memo = {}
+        self.own_quota_only = True
 
 
 class _Scheduler:
@@ -209,11 +222,21 @@ class _Scheduler:
             task = self.state.pending(task_id)
             if task is not None:
                 waiting_by_team.setdefault(task.team, []).append(task)
+        # Under `static` a team sees nothing of the others but the nodes: if its heads all failed
+        # on its own quota last time and nothing of it changed since, they fail the same way now.
+        failed = self.state.failed_teams if self.cy.isolated else None
+        config = self.cy.config
         for team in self.cy.team_names:
             if self.state.queue_length(team) == 0:
                 continue
+            if failed is not None and team not in waiting_by_team:
+                known = failed.get(team)
+                if known is not None and known[0] == self.state.team_version(team) and known[1] is config:
+                    self.pending.update(known[2])
+                    continue
             cursor = _TeamCursor(team)
             cursor.waiting = [t.id for t in sorted(waiting_by_team.get(team, []), key=queue_key)]
+            cursor.own_quota_only = failed is not None and not cursor.waiting
             self.cursors[team] = cursor
             self._push_next(cursor)
         while self.heap:
@@ -229,7 +252,20 @@ class _Scheduler:
                     self._push(fresh, task)
                     continue
             self._process(self.cursors[team], task, is_waiting)
+        if failed is not None:
+            self._remember_failed(failed)
         return Decisions(tuple(self.admits), tuple(self.preempts), self.pending)
+
+    def _remember_failed(self, failed: dict[str, tuple[int, object, dict[str, Pending]]]) -> None:
+        """Keep the reasons of each team whose heads all failed on its own quota (`static`), for the
+        next cycles to give while the team is unchanged; forget the others'."""
+        pending, plans = self.pending, bool(self.plans)
+        for team, cursor in self.cursors.items():
+            if cursor.own_quota_only and not plans:
+                reasons = {t: pending[t] for t in self.state.queue_ids(team) if t in pending}
+                failed[team] = (self.state.team_version(team), self.cy.config, reasons)
+            else:
+                failed.pop(team, None)
 
     def _push(self, key: EntryKey, task: TaskRequest) -> None:
         self._tick += 1
@@ -267,7 +303,9 @@ class _Scheduler:
         prev_pools: tuple[str, ...] | None = None
         prev_gpus = prev_cpu = prev_mem = 0
         prev_found: tuple[_Failure | None, Pending | None] = _NO_MATCH
-        for task in self.state.queue_from(team, cursor.index):
+        queue, tasks = self.state.queue_entries(team), self.state.pending_tasks()
+        while cursor.index < len(queue):
+            task = tasks[queue[cursor.index][3]]
             cursor.index += 1
             task_id = task.id
             if task_id in waiting or task_id in taken:
@@ -330,12 +368,16 @@ class _Scheduler:
             req = req - own
         tier = 0 if is_waiting else 1
         if self.fair:
-            fitting = [p for p in pools if req.fits_in(cy.quota.available(task.team, p, cy.isolated))]
+            fitting = [p for p in pools if cy.quota.allows(task.team, p, req, cy.isolated)]
             pool = fitting[0] if fitting else (pools[0] if pools else "")
             share = float(dominant_share(cy, task.team, pool, req, decayed=True)) if pool else 0.0
             return (tier, share, -task.priority, task.queued_at, task.seq)
-        borrows = not any(cy.within_nominal(task.team, p, req) for p in pools)
-        return (tier, float(borrows), -task.priority, task.queued_at, task.seq)
+        borrows = 1.0
+        for p in pools:
+            if cy.within_nominal(task.team, p, req):
+                borrows = 0.0
+                break
+        return (tier, borrows, -task.priority, task.queued_at, task.seq)
 
     # --- one head --------------------------------------------------------------------------------
 
@@ -348,6 +390,8 @@ class _Scheduler:
                 cursor, task, Pending(PendingCode.UNKNOWN_POOL, f"team {task.team} has no quota in {names}")
             )
             return
+        own_quota_only = cursor.own_quota_only
+        cursor.own_quota_only = False  # until this head is known to fail on its own quota alone
         if is_waiting and self._resume_waiting(task):
             self._after_preemption(cursor)
             return
@@ -375,6 +419,12 @@ class _Scheduler:
         gate = preemption_gate(cy, task, pools[0], self.fair)
         if gate is not None and reason.code is not PendingCode.NEVER_FITS:
             reason = Pending(reason.code, reason.message + "; " + gate_sentence(cy, task, pools[0], gate))
+        cursor.own_quota_only = (
+            own_quota_only
+            and not is_waiting
+            and reason.code in _OWN_QUOTA_CODES
+            and not may_find_candidates(cy, task)
+        )
         self._fail(cursor, task, reason)
 
     # --- preemption plans ------------------------------------------------------------------------
@@ -532,7 +582,7 @@ class _Scheduler:
             return False
         partition = cy.state.nodes.partition
         for pool in pools:
-            if not task.resources.fits_in(cy.quota.available(task.team, pool, cy.isolated)):
+            if not cy.quota.allows(task.team, pool, task.resources, cy.isolated):
                 continue
             scope = (pool, partition.get(task.team, ""))
             failed = self._no_room.get(scope)

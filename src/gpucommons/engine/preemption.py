@@ -19,11 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpucommons.domain.model import (
-    BorrowWithinCohortPolicy,
-    ReclaimPolicy,
-    WithinTeamPolicy,
-)
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share, strategy_allows
@@ -158,12 +153,13 @@ def _own_team_may_yield(cy: Cycle, task: TaskRequest) -> bool:
     """Whether the team's `within_team` rule and its lowest running priority leave any own task
     a possible victim (by priority alone): on a cluster where everyone has the same priority that
     is never the case, and walking the team's running tasks would find nothing."""
-    rule = cy.team(task.team).preemption.within_team
-    lowest = cy.state.min_running_priority(task.team)
-    if rule is WithinTeamPolicy.NEVER or lowest is None:
+    rules = cy.rules(task.team)
+    if not rules.within_team:
         return False
-    newer_equal = rule is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-    return lowest < task.priority or (newer_equal and lowest == task.priority)
+    lowest = cy.state.min_running_priority(task.team)
+    if lowest is None:
+        return False
+    return lowest < task.priority or (rules.newer_equal and lowest == task.priority)
 
 
 def may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
@@ -171,7 +167,7 @@ def may_find_candidates(cy: Cycle, task: TaskRequest) -> bool:
     or the team is in a cohort and may reclaim. False under `static` with one priority class."""
     if _own_team_may_yield(cy, task):
         return True
-    return cy.root(task.team) is not None and cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
+    return cy.root(task.team) is not None and cy.rules(task.team).reclaims
 
 
 def _fits_where_asked(req: Resources, usage: Resources, quota: Resources) -> bool:
@@ -266,9 +262,9 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
     (`others=False` leaves the other teams out)."""
     task = p.task
     prio = task.priority
-    rules = cy.team(task.team).preemption
+    rules = cy.rules(task.team)
     out: list[RunningTask] = []
-    newer_equal = rules.within_team is WithinTeamPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    newer_equal = rules.newer_equal
     if _own_team_may_yield(cy, task):
         mine = (task.queued_at, task.seq)
         for rt in cy.state.iter_running(task.team):
@@ -279,8 +275,8 @@ def find_candidates(cy: Cycle, p: Preemptor, others: bool = True) -> list[Runnin
                 continue
             if _eligible(cy, rt, p):
                 out.append(rt)
-    if others and cy.root(task.team) is not None and rules.reclaim is not ReclaimPolicy.NEVER:
-        only_lower = rules.reclaim is ReclaimPolicy.LOWER_PRIORITY
+    if others and cy.root(task.team) is not None and rules.reclaims:
+        only_lower = rules.reclaim_lower_only
         # Classic preemption reaches other teams through the hierarchy (`reach_other_teams`); fair
         # sharing, as Kueue's `findCandidates`, takes every borrowing team of the root's subtree.
         reached = p.reach if p.reach is not None else cy.cohort_members(task.team)
@@ -318,8 +314,7 @@ def order_candidates(cy: Cycle, team: str, candidates: list[RunningTask]) -> lis
 
 def _borrow_threshold(cy: Cycle, task: TaskRequest) -> int | None:
     """Kueue `canBorrowWithinCohort`: None when not allowed; else victims must be below this."""
-    rules = cy.team(task.team).preemption
-    if rules.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER:
+    if not cy.rules(task.team).borrows_within_cohort:
         return None
     # Kueue's `maxPriorityThreshold` is not in the policy file: the preemptor's priority is the bound.
     return task.priority
@@ -575,10 +570,8 @@ def _take_in_order(
 def can_preempt_while_borrowing(cy: Cycle, task: TaskRequest, fair_share: bool) -> bool:
     """Kueue `canPreemptWhileBorrowing`: `borrow_within_cohort` is not `never`, or fair sharing
     with a `reclaim` rule other than `never`."""
-    rules = cy.team(task.team).preemption
-    if rules.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER:
-        return True
-    return fair_share and rules.reclaim is not ReclaimPolicy.NEVER
+    rules = cy.rules(task.team)
+    return rules.borrows_within_cohort or (fair_share and rules.reclaims)
 
 
 def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> str | None:
@@ -590,8 +583,14 @@ def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -
     q = cy.quota.quota(task.team, pool)
     if q is None or can_preempt_while_borrowing(cy, task, fair_share):
         return None
-    avail = cy.quota.available(task.team, pool, cy.isolated)
     req, nominal = task.resources, q.nominal
+    if (
+        req.gpus <= nominal.gpus
+        and req.cpu_milli <= nominal.cpu_milli
+        and req.memory_mib <= nominal.memory_mib
+    ):
+        return None  # within nominal quota in every component: the gate is open whatever is available
+    avail = cy.quota.available(task.team, pool, cy.isolated)
     # Component by component, written out: this runs for every head that fails, every cycle, and
     # `getattr` by name is a generic lookup in compiled code.
     if _gate_stops(cy, task, pool, "gpus", req.gpus, avail.gpus, nominal.gpus):
@@ -624,7 +623,7 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     p = Preemptor(task, pool, needed_components(cy, task, pool))
     threshold = _borrow_threshold(cy, task)
     hierarchical = False
-    reclaims = cy.team(task.team).preemption.reclaim is not ReclaimPolicy.NEVER
+    reclaims = cy.rules(task.team).reclaims
     classic_reach = not fair_share and reclaims and cy.root(task.team) is not None
     own_may_yield = _own_team_may_yield(cy, task)
     if not (

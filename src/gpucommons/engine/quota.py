@@ -76,6 +76,20 @@ class UsageView:
         self.mirrors = [] if mirrors is None else mirrors
 
 
+class _Shared:
+    """What `QuotaTree.available` reads of a team in a pool in the common case (a team in a
+    cohort tree without cohort limits, borrowing without limit): found by one lookup instead of
+    the quota, the team's ancestors and the root's subtree quota one by one."""
+
+    __slots__ = ("guaranteed", "root_key", "root_quota")
+
+    def __init__(self, guaranteed: Resources, root_key: tuple[str, str], root_quota: Resources) -> None:
+        self.guaranteed = guaranteed
+        self.root_key = root_key
+        #: The root's subtree quota in the pool (the tree's structure: it never changes).
+        self.root_quota = root_quota
+
+
 def _pos(r: Resources) -> Resources:
     return Resources(max(0, r.gpus), max(0, r.cpu_milli), max(0, r.memory_mib))
 
@@ -123,6 +137,14 @@ class QuotaTree:
         self._cohort_limits = any(
             q.borrow_limit != _NO_LIMIT or q.lend_limit != _NO_LIMIT for q in self.cohort_quota.values()
         )
+        #: `available`'s common case, by (team, pool): see `_Shared`.
+        self._shared: dict[tuple[str, str], _Shared] = {}
+        if not self._cohort_limits:
+            for key, q in self.quotas.items():
+                chain = self._ancestors.get(key[0])
+                if chain and not q.limited_borrowing:
+                    rk = (chain[-1], key[1])
+                    self._shared[key] = _Shared(q.guaranteed, rk, self.subtree_quota[rk])
         #: Kueue `getNodeHeight`: a cohort's distance to its furthest leaf (1 with teams only).
         self.height: dict[str, int] = self._heights()
         #: Each cohort's teams and child cohorts, in policy order (hierarchical reclaim walks them).
@@ -332,18 +354,12 @@ class QuotaTree:
         `isolated` treats the team as having no cohort (the `static` engine).
         """
         key = (team, pool)
-        q = self.quotas.get(key)
-        if q is None:
-            return ZERO
-        used = self.usage[key]
-        chain = self._ancestors.get(team)
-        if isolated or not chain:
-            return q.nominal - used
-        if not self._cohort_limits and not q.limited_borrowing:
+        shared = None if isolated else self._shared.get(key)
+        if shared is not None:
             # The common case, in integers with one `Resources` built: every fit check of every
             # cycle comes through here. `_pos(guaranteed − used) + root subtree quota − root usage`.
-            rk = (chain[-1], pool)
-            sq, cu, g = self.subtree_quota[rk], self.cohort_usage[rk], q.guaranteed
+            used = self.usage[key]
+            sq, cu, g = shared.root_quota, self.cohort_usage[shared.root_key], shared.guaranteed
             return Resources(
                 (g.gpus - used.gpus if g.gpus > used.gpus else 0) + sq.gpus - cu.gpus,
                 (g.cpu_milli - used.cpu_milli if g.cpu_milli > used.cpu_milli else 0)
@@ -353,11 +369,39 @@ class QuotaTree:
                 + sq.memory_mib
                 - cu.memory_mib,
             )
+        q = self.quotas.get(key)
+        if q is None:
+            return ZERO
+        used = self.usage[key]
+        chain = self._ancestors.get(team)
+        if isolated or not chain:
+            return q.nominal - used
         parent_avail = self._parent_available(team, pool)
         if q.limited_borrowing:
             used_in_parent = _pos(used - q.guaranteed)
             parent_avail = parent_avail.min(q.lendable - used_in_parent + q.borrow_limit)
         return _pos(q.guaranteed - used) + parent_avail
+
+    def allows(self, team: str, pool: str, req: Resources, isolated: bool = False) -> bool:
+        """`req.fits_in(self.available(team, pool, isolated))`, in integers where `available`
+        takes its common case (no `Resources` built: every fit check of every cycle asks it)."""
+        key = (team, pool)
+        shared = None if isolated else self._shared.get(key)
+        if shared is None:
+            return req.fits_in(self.available(team, pool, isolated))
+        used = self.usage[key]
+        sq, cu, g = shared.root_quota, self.cohort_usage[shared.root_key], shared.guaranteed
+        return (
+            req.gpus <= (g.gpus - used.gpus if g.gpus > used.gpus else 0) + sq.gpus - cu.gpus
+            and req.cpu_milli
+            <= (g.cpu_milli - used.cpu_milli if g.cpu_milli > used.cpu_milli else 0)
+            + sq.cpu_milli
+            - cu.cpu_milli
+            and req.memory_mib
+            <= (g.memory_mib - used.memory_mib if g.memory_mib > used.memory_mib else 0)
+            + sq.memory_mib
+            - cu.memory_mib
+        )
 
     def potential(self, team: str, pool: str, isolated: bool = False) -> Resources:
         """The most the team may ever hold in the pool, were every other team idle (Kueue

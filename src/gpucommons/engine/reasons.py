@@ -40,8 +40,7 @@ def pending_reason(cy: Cycle, task: TaskRequest, pool: str) -> Pending:
             f"needs {_res(req)} but the most team {team} may ever hold in pool {pool} is {_res(most)}",
         )
     used = cy.quota.usage[(team, pool)]
-    avail = cy.quota.available(team, pool, cy.isolated)
-    if req.fits_in(avail):
+    if cy.quota.allows(team, pool, req, cy.isolated):
         pool_obj = cy.pool(pool)
         gpn = pool_obj.gpus_per_node if pool_obj is not None else 0
         if gpn and req.gpus > gpn:

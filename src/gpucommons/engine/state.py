@@ -28,9 +28,12 @@ from gpucommons.domain.model import Policy, PriorityClass
 from gpucommons.domain.resources import ZERO, Resources
 from gpucommons.engine.placement import OUT_OF_SERVICE, NodeMap
 from gpucommons.engine.quota import QuotaTree
-from gpucommons.engine.types import Admission, RunningTask, TaskRequest
+from gpucommons.engine.types import Admission, Pending, RunningTask, TaskRequest
 
 QueueKey = tuple[int, float, int]
+
+#: The queue of a team with nothing queued (`queue_entries`).
+_NO_QUEUE: list[tuple[int, float, int, str]] = []
 
 
 def queue_key(task: TaskRequest) -> QueueKey:
@@ -50,6 +53,9 @@ class ClusterState:
         self._pending: dict[str, TaskRequest] = {}
         self._queues: dict[str, list[tuple[int, float, int, str]]] = {}
         self._queue_gpus: dict[str, Counter[int]] = {}
+        #: The least of each team's `_queue_gpus` (absent: nothing queued), kept as they change:
+        #: a cycle asks it for every head that fails.
+        self._min_queue_gpus: dict[str, int] = {}
         self._exempt_pending: Counter[str] = Counter()
         self._explicit_pools: Counter[str] = Counter()
         #: (team, the pool asked for or "" for any of the team's) -> [pending tasks, their GPUs]:
@@ -60,6 +66,9 @@ class ClusterState:
         #: Priorities of each team's admitted tasks (with counts): lets preemption skip a team
         #: none of whose tasks ranks low enough to be a victim, without walking them.
         self._running_priorities: dict[str, Counter[int]] = {}
+        #: The least of each team's `_running_priorities` (absent: it runs nothing), kept as they
+        #: change: preemption asks it several times for every head that fails, every cycle.
+        self._lowest_running: dict[str, int] = {}
         self._victims_of: dict[str, set[str]] = {}
         self._preemptor_of: dict[str, str] = {}
         self._waiting: dict[str, str] = {}  # preemptor id -> pool its victims are in
@@ -69,6 +78,8 @@ class ClusterState:
         self._decayed_at: float | None = None
         #: Pool → nodes that take no new work (a backend's inventory: down, drained).
         self._out_of_service: dict[str, frozenset[int]] = {}
+        #: Bumped on every change to a team's queue, admitted tasks, usage or spend (`team_version`).
+        self._team_versions: dict[str, int] = {}
         self.policy = policy
         self._build(policy)
 
@@ -94,12 +105,18 @@ class ClusterState:
 
     def _clear_derived(self) -> None:
         #: Answers that depend on the policy and the nodes in service alone, kept across cycles
-        #: (a cycle asks them for every head it examines): `Cycle.most_ever` by (team, pool,
-        #: isolated, node placement) and `Cycle.pools_for` by (team, requested pools).
-        self.most_ever_cache: dict[tuple[str, str, bool, bool], Resources] = {}
+        #: (a cycle asks them for every head it examines): `Cycle.most_ever` by (isolated, node
+        #: placement), then (team, pool); `Cycle.pools_for` by (team, requested pools), and by team
+        #: alone for a task that names no pool.
+        self.most_ever_cache: dict[tuple[bool, bool], dict[tuple[str, str], Resources]] = {}
         self.pools_cache: dict[tuple[str, tuple[str, ...]], tuple[list[str], list[str]]] = {}
+        self.team_pools_cache: dict[str, tuple[list[str], list[str]]] = {}
         #: The policy's lookups a `Cycle` builds (`engine.context.PolicyLookups`).
         self.cycle_lookups: object = None
+        #: Under `static`, a team whose every head failed on its own quota alone: the reasons its
+        #: tasks were given, with the `team_version` and the `EngineConfig` they were decided at.
+        #: While both are the same the next cycle gives them again (engine/cycle.py, `_Scheduler.run`).
+        self.failed_teams: dict[str, tuple[int, object, dict[str, Pending]]] = {}
 
     def set_policy(self, policy: Policy) -> None:
         """Switch to a new policy. Running tasks keep running; their usage is re-counted under it."""
@@ -122,6 +139,14 @@ class ClusterState:
     def priority_class(self, name: str) -> PriorityClass | None:
         return self._classes.get(name)
 
+    def team_version(self, team: str) -> int:
+        """Changes whenever the team's queue, admitted tasks, usage, preemptions or spend change:
+        what a cycle reads of the team when it is confined to its own quota (`static`)."""
+        return self._team_versions.get(team, 0)
+
+    def _touch(self, team: str) -> None:
+        self._team_versions[team] = self._team_versions.get(team, 0) + 1
+
     def _is_budget_exempt(self, task: TaskRequest) -> bool:
         cls = self._classes.get(task.priority_class)
         return cls is not None and cls.budget_exempt
@@ -135,8 +160,12 @@ class ClusterState:
         if task.id in self._pending or task.id in self._running:
             raise ValueError(f"task {task.id} is already known to the engine")
         self._pending[task.id] = task
+        self._touch(task.team)
         insort(self._queues.setdefault(task.team, []), (*queue_key(task), task.id))
         self._queue_gpus.setdefault(task.team, Counter())[task.resources.gpus] += 1
+        least = self._min_queue_gpus.get(task.team)
+        if least is None or task.resources.gpus < least:
+            self._min_queue_gpus[task.team] = task.resources.gpus
         if self._is_budget_exempt(task):
             self._exempt_pending[task.team] += 1
         if task.pools:
@@ -150,6 +179,7 @@ class ClusterState:
         task = self._pending.pop(task_id, None)
         if task is None:
             raise KeyError(f"task {task_id} is not pending")
+        self._touch(task.team)
         queue = self._queues[task.team]
         entry = (*queue_key(task), task.id)
         del queue[bisect_left(queue, entry)]
@@ -157,6 +187,10 @@ class ClusterState:
         gpus[task.resources.gpus] -= 1
         if gpus[task.resources.gpus] == 0:
             del gpus[task.resources.gpus]
+            if gpus:
+                self._min_queue_gpus[task.team] = min(gpus)
+            else:
+                self._min_queue_gpus.pop(task.team, None)
         if self._is_budget_exempt(task):
             self._exempt_pending[task.team] -= 1
         if task.pools:
@@ -186,6 +220,9 @@ class ClusterState:
         self._running[task_id] = rt
         self._running_by_team.setdefault(task.team, {})[task_id] = None
         self._running_priorities.setdefault(task.team, Counter())[task.priority] += 1
+        lowest = self._lowest_running.get(task.team)
+        if lowest is None or task.priority < lowest:
+            self._lowest_running[task.team] = task.priority
         self.quota.add_usage(task.team, admission.pool, task.resources)
         return rt
 
@@ -199,9 +236,11 @@ class ClusterState:
         rt = self._running.get(task_id)
         if rt is None:
             raise KeyError(f"task {task_id} is not running")
+        self._touch(rt.task.team)
         if not rt.preempting:
             self._running[task_id] = dataclasses.replace(rt, preempting=True)
         if preemptor_id is not None and preemptor_id in self._pending:
+            self._touch(self._pending[preemptor_id].team)
             self._preemptor_of[task_id] = preemptor_id
             self._victims_of.setdefault(preemptor_id, set()).add(task_id)
             self._waiting[preemptor_id] = rt.admission.pool
@@ -212,16 +251,24 @@ class ClusterState:
             raise KeyError(f"task {task_id} is not running")
         if now is not None:
             self.advance_usage(now)
+        self._touch(rt.task.team)
         del self._running_by_team[rt.task.team][task_id]
         priorities = self._running_priorities[rt.task.team]
         priorities[rt.task.priority] -= 1
         if priorities[rt.task.priority] == 0:
             del priorities[rt.task.priority]
+            if priorities:
+                self._lowest_running[rt.task.team] = min(priorities)
+            else:
+                self._lowest_running.pop(rt.task.team, None)
         self.quota.add_usage(rt.task.team, rt.admission.pool, ZERO - rt.task.resources)
         self.nodes.give_back(rt.admission.pool, rt.admission.placement)
         preemptor = self._preemptor_of.pop(task_id, None)
         if preemptor is not None:
             self._victims_of.get(preemptor, set()).discard(task_id)
+            waiting = self._pending.get(preemptor)
+            if waiting is not None:
+                self._touch(waiting.team)
         self._drop_reservation(task_id)
         return rt
 
@@ -245,6 +292,7 @@ class ClusterState:
         rt = self._running.get(task_id)
         if rt is None:
             raise KeyError(f"task {task_id} is not running")
+        self._touch(rt.task.team)
         self._running[task_id] = dataclasses.replace(rt, unsaved_gpu_s=unsaved_gpu_s)
 
     def set_preemption_count(self, task_id: str, count: int) -> None:
@@ -252,6 +300,8 @@ class ClusterState:
         restart), so min-runtime protection still knows it needs progress before the next one."""
         if task_id not in self._pending and task_id not in self._running:
             raise KeyError(f"task {task_id} is neither pending nor running")
+        known = self._pending.get(task_id)
+        self._touch(known.team if known is not None else self._running[task_id].task.team)
         if count > 0:
             self._preemptions[task_id] = count
         else:
@@ -259,6 +309,7 @@ class ClusterState:
 
     def set_team_spend(self, team: str, spent_cents: int) -> None:
         """What the team has spent this month, for hard budgets."""
+        self._touch(team)
         self._spend[team] = spent_cents
 
     def _drop_reservation(self, task_id: str) -> None:
@@ -339,6 +390,16 @@ class ClusterState:
             return None
         return self._pending[queue[index][3]]
 
+    def queue_entries(self, team: str) -> list[tuple[int, float, int, str]]:
+        """The team's queue itself, in order: (−priority, queued_at, seq, task id) per task, the id
+        to look up with `pending_tasks`. Shared, not copied: callers must not change it (a cycle
+        walks it for every team, where a generator cost more than the walk)."""
+        return self._queues.get(team, _NO_QUEUE)
+
+    def pending_tasks(self) -> dict[str, TaskRequest]:
+        """Pending tasks by id. Shared, not copied: callers must not change it."""
+        return self._pending
+
     def queue_from(self, team: str, index: int) -> Iterator[TaskRequest]:
         """The team's pending tasks in queue order from position `index` on (as `queue_entry`
         would give them one by one; the queue must not change while this is iterated, which a
@@ -363,12 +424,10 @@ class ClusterState:
 
     def min_running_priority(self, team: str) -> int | None:
         """The lowest priority among the team's admitted tasks; None if it runs nothing."""
-        priorities = self._running_priorities.get(team)
-        return min(priorities) if priorities else None
+        return self._lowest_running.get(team)
 
     def min_pending_gpus(self, team: str) -> int:
-        sizes = self._queue_gpus.get(team)
-        return min(sizes) if sizes else 0
+        return self._min_queue_gpus.get(team, 0)
 
     def exempt_pending(self, team: str) -> int:
         """Pending tasks of the team whose class is exempt from budgets."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from gpucommons.domain.model import Policy
@@ -146,3 +146,38 @@ def test_consolidation_keeps_the_invariants_and_never_moves_a_task_twice_at_once
     policy, jobs = sc
     result = MiniSim(policy, EngineConfig.commons(), grace_s=grace).run(jobs)
     assert all(n <= 1 for n in result.per_instant.values()), result.per_instant
+
+
+@FUZZ
+@given(st.data())
+def test_static_reasons_kept_for_unchanged_teams_are_what_the_cycle_decides_afresh(
+    data: st.DataObject,
+) -> None:
+    """Under `static` a team whose heads all failed on its own quota is not examined again while
+    `ClusterState.team_version` stands (engine/cycle.py): every cycle of a run must decide exactly
+    what the same cycle decides with nothing remembered (`failed_teams` emptied)."""
+    from gpucommons.testing import strategies
+
+    policy = data.draw(policies())
+    jobs = data.draw(workloads(policy))
+    kept = 0
+
+    def decide_both(state: ClusterState, now: float, config: EngineConfig) -> object:
+        nonlocal kept
+        remembered = dict(state.failed_teams)
+        kept += len(remembered)
+        state.failed_teams.clear()
+        afresh = decide(state, now, config)
+        state.failed_teams.clear()
+        state.failed_teams.update(remembered)
+        decisions = decide(state, now, config)
+        assert decisions == afresh
+        return decisions
+
+    original = strategies.decide
+    strategies.decide = decide_both  # type: ignore[assignment]
+    try:
+        MiniSim(policy, CONFIGS["static"], check=False).run(jobs)
+    finally:
+        strategies.decide = original
+    note(f"reasons kept for {kept} team-cycles")

@@ -405,3 +405,41 @@ def test_kueue_reclaims_a_readmitted_borrower_again_and_again_while_commons_guar
     for task in commons.preemptions:
         times = sorted(t for (tid, t) in commons.per_instant if tid == task)
         assert all(later - earlier >= 300 for earlier, later in pairwise(times)), times
+
+
+def test_static_gives_a_team_unchanged_since_its_heads_failed_the_same_reasons_as_afresh() -> None:
+    """Under `static` a team whose heads all failed on its own quota is not examined again while
+    `team_version` stands: its reasons are the last cycle's, and they are what a cycle that
+    examines it (no remembered reasons) decides; a change to the team is seen at once."""
+    static = EngineConfig.static_partition()
+    policy = (
+        make_policy().pool("h100", nodes=4, gpus_per_node=8).team("nlp", h100=8).team("cv", h100=16).build()
+    )
+    state = (
+        make_state(policy)
+        .running(T("n1").team("nlp").gpus(8))
+        .pending(T("n2").team("nlp").gpus(4).at(1), T("n3").team("nlp").gpus(8).at(2))
+        .obj()
+    )
+    first = decide_checked(state, 10, static)
+    assert "n2" in first.pending and "nlp" in state.failed_teams
+
+    def afresh(now: float) -> dict[str, object]:
+        remembered = dict(state.failed_teams)
+        state.failed_teams.clear()
+        decisions = decide_checked(state, now, static)
+        state.failed_teams.update(remembered)
+        return dict(decisions.pending)
+
+    # Another team's change leaves nlp's reasons as they were.
+    state.add_pending(T("c1").team("cv").gpus(16).at(20).obj())
+    second = decide_checked(state, 20, static)
+    assert [a.task_id for a in second.admit] == ["c1"]
+    assert second.pending == first.pending == afresh(20)
+    apply_decisions(state, second, 20)
+    assert decide_checked(state, 25, static).pending == first.pending == afresh(25)
+    # nlp's own change (its running task ends) is seen: its head is admitted.
+    state.finish("n1", 30)
+    third = decide_checked(state, 30, static)
+    assert [a.task_id for a in third.admit] == ["n2"]
+    assert third.pending == afresh(30)
