@@ -2,15 +2,19 @@
 
     fit, validation = split_history(jobs)          # rolling time split, older part decayed
     today  = replay(today's quotas) on both
-    search = every seed + screened moves, on fit   # gpucommons.planning.quota_search
-    finalists = the search's last points, the best seeds and every baseline, replayed on validation
-                (on each of `--folds` consecutive folds of the validation days, each on its own)
+    search = every seed, repaired seeds, screened moves, on fit   # gpucommons.planning.quota_search
+    finalists = the search's last points, the best seeds, the best other points that keep the rules
+                on fit, and every baseline, replayed on validation (on each of `--folds`
+                consecutive folds of the validation days, each on its own); the finalists that wait
+                least there but make one team regress are repaired there (a few replays)
     chosen = among the finalists that keep every rule on every fold and are no worse than today's
              on any fold (and better over all of them), the one whose worst fold is best;
              if none: keep today's quotas
 
 The choice is made on the validation days only: the fit days are in-sample for the search, so a
-fit-day score says little about next month. Every baseline is a finalist, so the chosen quotas
+fit-day score says little about next month. The repaired finalists were moved using the validation
+days, so for them those days are in-sample too (`_repair_on_validation` says why that is worth it);
+the benchmark's hold-out (`bench/advise.py --holdout`) judges on days the advisor never had. Every baseline is a finalist, so the chosen quotas
 are never worse on the validation days than the best baseline that keeps the rules there.
 
 Baselines (today, equal split, proportional to mean demand, the median rule) go through the same
@@ -28,7 +32,15 @@ from gpucommons.domain.model import Isolation
 from gpucommons.planning.block_bootstrap import BootstrapResult, week_block_bootstrap
 from gpucommons.planning.objectives import Objective, Rules, Verdict, judge
 from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, largest_jobs, seeds
-from gpucommons.planning.quota_search import Evaluate, SearchProgress, SearchSettings, SearchTrace, search
+from gpucommons.planning.quota_search import (
+    Evaluate,
+    Scored,
+    SearchProgress,
+    SearchSettings,
+    SearchTrace,
+    repairs,
+    search,
+)
 from gpucommons.planning.quota_space import MaxChange, QuotaSpace, QuotaVector, apply_vector, build_space
 from gpucommons.planning.replay_score import (
     HOUR,
@@ -42,10 +54,14 @@ from gpucommons.planning.replay_score import (
 from gpucommons.planning.whatif import short_duration
 from gpucommons.sim import SimJob
 
-#: How many points of the search path, and how many seeds, go on to validation (the baselines
-#: always do). Each finalist costs a validation replay, so these are kept small.
+#: How many points of the search path, how many seeds, and how many of the other points the search
+#: replayed (the best that keep the rules on the fit days, repaired seeds among them) go on to
+#: validation; the baselines always do. Each finalist costs a validation replay per fold.
 PATH_FINALISTS = 2
 SEED_FINALISTS = 2
+TRIED_FINALISTS = 3
+#: Finalists repaired on the validation days when they break a rule there (`_repair_on_validation`).
+VALIDATION_REPAIRS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +343,69 @@ def _choose(
     )
 
 
+def _repair_on_validation(
+    space: QuotaSpace,
+    judged: dict[QuotaVector, Judged],
+    today_vector: QuotaVector,
+    today_val: ReplayScore,
+    rules: Rules,
+    settings: AdviceSettings,
+    validate: Callable[[dict[QuotaVector, str]], list[Judged]],
+    progress: SearchProgress,
+    asked: set[tuple[QuotaVector, str]],
+) -> None:
+    """Repair the finalists that wait less on the validation days but make a team regress there.
+
+    The fit days and the validation days disagree about who regresses (a team quiet on the fit
+    days is busy on the newest ones), so a finalist that would beat every other on the validation
+    days can fail there for one team. Its repairs (`quota_search.repairs`, moves toward the teams
+    it made regress, from those with the most headroom, judged on the validation days) are
+    replayed on both windows and join the finalists. This makes the validation days part of the
+    search for these few points: the report's validation figures are then in-sample for them,
+    which `bench/advise.py --holdout` checks on days the advisor never had.
+    """
+    objective = rules.objective
+
+    def keeps(j: Judged) -> bool:
+        return all(v.feasible for v in j.fold_verdicts)
+
+    good = [j.validation.mean_p95_s for j in judged.values() if keeps(j) and space.contains(j.vector)]
+    bar = min([today_val.mean_p95_s, *good])
+    broken = sorted(
+        (
+            j
+            for j in judged.values()
+            if space.contains(j.vector)
+            and j.vector != today_vector
+            and not keeps(j)
+            and j.validation_verdict.regressions
+            and j.validation.mean_p95_s < bar
+        ),
+        key=lambda j: (round(j.validation.mean_p95_s, 3), j.label),
+    )
+    for start in broken[:VALIDATION_REPAIRS]:
+        point = start
+        for round_no in range(settings.search.repair_rounds):
+            moves = repairs(space, _as_scored(point), today_val, rules, settings.search)
+            batch = {v: f"{start.label}, repaired on the newest days" for v in moves[: settings.search.batch]}
+            if not batch:
+                break
+            progress(
+                len(asked), len(asked), f"repairing {start.label} on the newest days, round {round_no + 1}"
+            )
+            best = min(validate(batch), key=lambda j: (j.validation_verdict.key(objective), j.label))
+            if best.validation_verdict.key(objective) >= point.validation_verdict.key(objective):
+                break
+            point = best
+            if keeps(point):
+                break
+
+
+def _as_scored(j: Judged) -> Scored:
+    """A finalist as the search's repairs read it: its validation replay and verdict."""
+    return Scored(j.vector, j.label, j.validation, j.validation_verdict)
+
+
 def advise_by_replay(
     policy: Policy,
     jobs: Sequence[SimJob],
@@ -362,7 +441,11 @@ def advise_by_replay(
     today_fit, *today_folds = evaluate([(today_vector, w) for w in ("fit", *fold_names)])
     today_val = pooled_score(today_folds, validation)
     planned = settings.search.max_replays + (1 + len(folds)) * (
-        PATH_FINALISTS + SEED_FINALISTS + len(REPORTED)
+        PATH_FINALISTS
+        + SEED_FINALISTS
+        + TRIED_FINALISTS
+        + len(REPORTED)
+        + VALIDATION_REPAIRS * settings.search.repair_rounds * settings.search.batch
     )
 
     def progress(done: int, _planned: int, text: str) -> None:
@@ -383,29 +466,44 @@ def advise_by_replay(
     )
     for s in ranked_seeds[:SEED_FINALISTS]:
         candidates.setdefault(s.vector, s.label)
+    others = sorted(
+        (
+            t
+            for t in trace.tried
+            if t.verdict.feasible and space.contains(t.vector) and t.vector not in candidates
+        ),
+        key=lambda t: (t.verdict.key(settings.objective), trace.tried.index(t)),
+    )
+    for t in others[:TRIED_FINALISTS]:
+        candidates.setdefault(t.vector, t.label)
     for name, vector in reported.items():
         candidates.setdefault(vector, name)
         if not space.contains(vector):  # outside --max-change or a job floor: its nearest allowed form
             candidates.setdefault(space.project(vector), f"{name} (within the limits)")
     progress(trace.replays, planned, f"validating {len(candidates)} candidates on the newest days")
-    vectors = list(candidates)
-    per_vector = 1 + len(folds)
-    requests = [(v, w) for v in vectors for w in ("fit", *fold_names)]
-    scores = evaluate(requests)
     judged: dict[QuotaVector, Judged] = {}
-    for k, vector in enumerate(vectors):
-        f, *parts = scores[per_vector * k : per_vector * (k + 1)]
-        v = pooled_score(parts, validation)
-        judged[vector] = Judged(
-            candidates[vector],
-            vector,
-            f,
-            v,
-            judge(f, today_fit, rules),
-            judge(v, today_val, rules),
-            tuple(parts),
-            tuple(judge(part, base, rules) for part, base in zip(parts, today_folds, strict=True)),
-        )
+
+    def validate(batch: dict[QuotaVector, str]) -> list[Judged]:
+        vectors = [v for v in batch if v not in judged]
+        per_vector = 1 + len(folds)
+        scores = evaluate([(v, w) for v in vectors for w in ("fit", *fold_names)])
+        for k, vector in enumerate(vectors):
+            f, *parts = scores[per_vector * k : per_vector * (k + 1)]
+            v = pooled_score(parts, validation)
+            judged[vector] = Judged(
+                batch[vector],
+                vector,
+                f,
+                v,
+                judge(f, today_fit, rules),
+                judge(v, today_val, rules),
+                tuple(parts),
+                tuple(judge(part, base, rules) for part, base in zip(parts, today_folds, strict=True)),
+            )
+        return [judged[v] for v in batch]
+
+    validate(candidates)
+    _repair_on_validation(space, judged, today_vector, today_val, rules, settings, validate, progress, asked)
     today = replace(judged[today_vector], label=TODAY)
     baselines = {name: replace(judged[vector], label=name) for name, vector in reported.items()}
     finalists = tuple(j for j in judged.values() if space.contains(j.vector))
