@@ -44,7 +44,7 @@ SearchProgress = Callable[[int, int, str], None]
 @dataclass(frozen=True, slots=True)
 class SearchSettings:
     #: Fit-window replays the search may spend in all, seeds included.
-    max_replays: int = 48
+    max_replays: int = 64
     #: Moves replayed per round (two processes replay two at a time).
     batch: int = 4
     #: Move sizes, in steps, largest first.
@@ -143,8 +143,10 @@ def repairs(
     """Moves toward the teams `point` made regress, worst excess first, from teams with slack.
 
     Donors are the teams furthest from regressing themselves (most p95 headroom against today's),
-    then those whose quota stands furthest above what they asked for; each receiver gets every
-    move size of `settings.levels`, largest first, so one round tries both a bold and a small fix.
+    then those whose quota stands furthest above what they asked for. With several regressed
+    teams, the first moves give each of them `level` steps at once (donors in turn); then each
+    receiver alone gets every move size of `settings.levels`, largest first, so one round tries
+    both a bold and a small fix.
     """
     regressed = point.verdict.regressions
     if not regressed:
@@ -165,6 +167,19 @@ def repairs(
         receivers = sorted(excess, key=lambda i: (-excess[i], i))[: settings.receivers]
         givers = [i for _, i in sorted(donors)][: settings.donors]
         step = step_units(space, p, settings)
+        if len(receivers) > 1:  # every regressed team at once, donors taken in turn
+            for level in settings.levels:
+                joint: QuotaVector | None = point.vector
+                for k, r in enumerate(receivers):
+                    turn = givers[k % len(givers) :] + givers[: k % len(givers)] if givers else []
+                    given = None
+                    for d in turn:
+                        given = space.move(joint, d, r, level * step) if joint is not None else None
+                        if given is not None:
+                            break
+                    joint = given if given is not None else joint
+                if joint is not None and joint != point.vector:
+                    out.append(joint)
         for r in receivers:
             for level in settings.levels:
                 for d in givers:

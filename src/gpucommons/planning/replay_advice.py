@@ -14,8 +14,9 @@
 The choice is made on the validation days only: the fit days are in-sample for the search, so a
 fit-day score says little about next month. The repaired finalists were moved using the validation
 days, so for them those days are in-sample too (`_repair_on_validation` says why that is worth it);
-the benchmark's hold-out (`bench/advise.py --holdout`) judges on days the advisor never had. Every baseline is a finalist, so the chosen quotas
-are never worse on the validation days than the best baseline that keeps the rules there.
+the benchmark's hold-out (`bench/advise.py --holdout`) judges on days the advisor never had.
+Every baseline is a finalist, so the chosen quotas are never worse on the validation days than
+the best baseline that keeps the rules there.
 
 Baselines (today, equal split, proportional to mean demand, the median rule) go through the same
 replays so the report shows what the search bought. Pure: replays come from the caller's

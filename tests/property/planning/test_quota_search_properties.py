@@ -1,7 +1,8 @@
 """Invariants of the objective-driven advisor, on random small policies (one or two pools) and traces.
 
-- every quota vector the search replays, and the proposal, hands out exactly what each pool has
-  (capacity less the quotas kept as they are), in whole nodes with `--whole-nodes`;
+- every quota vector the search replays (seeds, repairs, moves), and the proposal (which may be a
+  finalist repaired on the validation days), hands out exactly what each pool has (capacity less
+  the quotas kept as they are), in whole nodes with `--whole-nodes`;
 - the proposal is always a policy the policy checks accept (dump → parse_policy);
 - `--max-change` is never exceeded;
 - the same inputs and seed give the same advice, however the replays are run;
@@ -117,6 +118,14 @@ def test_every_vector_tried_hands_out_each_pool_exactly_and_in_whole_nodes_when_
             assert sum(tried.vector[i] for i in pool.slots) == pool.available
             if whole:
                 assert all(tried.vector[i] % pool.gpus_per_node == 0 for i in pool.slots)
+    if advice.chosen is not None:  # repaired on the validation days or not, a point of the space
+        assert space.contains(advice.chosen.vector), (advice.chosen.label, advice.chosen.vector)
+        for pool in p.pools:
+            given = sum(t.nominal(pool.name).gpus for t in advice.proposed.teams if t.quota(pool.name))
+            assert (
+                given
+                == _kept(p, advice, pool.name) + next(s for s in space.pools if s.pool == pool.name).available
+            )
     for t in advice.teams:
         # The cap bounds what moves between teams; GPUs in nobody's quota today come on top, and
         # with whole nodes the bounds round out to a node.
