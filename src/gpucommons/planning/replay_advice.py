@@ -5,18 +5,17 @@
     search = every seed, repaired seeds, screened moves, on fit   # gpucommons.planning.quota_search
     finalists = the search's last points, the best seeds, the best other points that keep the rules
                 on fit, and every baseline, replayed on validation (on each of `--folds`
-                consecutive folds of the validation days, each on its own); the finalists that wait
-                least there but make one team regress are repaired there (a few replays)
+                consecutive folds of the validation days, each on its own)
     chosen = among the finalists that keep every rule on every fold and are no worse than today's
              on any fold (and better over all of them), the one whose worst fold is best;
              if none: keep today's quotas
 
 The choice is made on the validation days only: the fit days are in-sample for the search, so a
-fit-day score says little about next month. The repaired finalists were moved using the validation
-days, so for them those days are in-sample too (`_repair_on_validation` says why that is worth it);
-the benchmark's hold-out (`bench/advise.py --holdout`) judges on days the advisor never had.
-Every baseline is a finalist, so the chosen quotas are never worse on the validation days than
-the best baseline that keeps the rules there.
+fit-day score says little about next month. Nothing is moved using the validation days:
+repairing finalists there (tried on Philly at 528 GPUs, 7 December 2026) chose quotas that fitted
+those days and made four teams wait longer on the days after (docs/benchmarks.md). Every
+baseline is a finalist, so the chosen quotas are never worse on the validation days than the best
+baseline that keeps the rules there.
 
 Baselines (today, equal split, proportional to mean demand, the median rule) go through the same
 replays so the report shows what the search bought. Pure: replays come from the caller's
@@ -33,15 +32,7 @@ from gpucommons.domain.model import Isolation
 from gpucommons.planning.block_bootstrap import BootstrapResult, week_block_bootstrap
 from gpucommons.planning.objectives import Objective, Rules, Verdict, judge
 from gpucommons.planning.quota_baselines import REPORTED, TODAY, demand_pools, largest_jobs, seeds
-from gpucommons.planning.quota_search import (
-    Evaluate,
-    Scored,
-    SearchProgress,
-    SearchSettings,
-    SearchTrace,
-    repairs,
-    search,
-)
+from gpucommons.planning.quota_search import Evaluate, SearchProgress, SearchSettings, SearchTrace, search
 from gpucommons.planning.quota_space import MaxChange, QuotaSpace, QuotaVector, apply_vector, build_space
 from gpucommons.planning.replay_score import (
     HOUR,
@@ -61,8 +52,6 @@ from gpucommons.sim import SimJob
 PATH_FINALISTS = 2
 SEED_FINALISTS = 2
 TRIED_FINALISTS = 3
-#: Finalists repaired on the validation days when they break a rule there (`_repair_on_validation`).
-VALIDATION_REPAIRS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,69 +333,6 @@ def _choose(
     )
 
 
-def _repair_on_validation(
-    space: QuotaSpace,
-    judged: dict[QuotaVector, Judged],
-    today_vector: QuotaVector,
-    today_val: ReplayScore,
-    rules: Rules,
-    settings: AdviceSettings,
-    validate: Callable[[dict[QuotaVector, str]], list[Judged]],
-    progress: SearchProgress,
-    asked: set[tuple[QuotaVector, str]],
-) -> None:
-    """Repair the finalists that wait less on the validation days but make a team regress there.
-
-    The fit days and the validation days disagree about who regresses (a team quiet on the fit
-    days is busy on the newest ones), so a finalist that would beat every other on the validation
-    days can fail there for one team. Its repairs (`quota_search.repairs`, moves toward the teams
-    it made regress, from those with the most headroom, judged on the validation days) are
-    replayed on both windows and join the finalists. This makes the validation days part of the
-    search for these few points: the report's validation figures are then in-sample for them,
-    which `bench/advise.py --holdout` checks on days the advisor never had.
-    """
-    objective = rules.objective
-
-    def keeps(j: Judged) -> bool:
-        return all(v.feasible for v in j.fold_verdicts)
-
-    good = [j.validation.mean_p95_s for j in judged.values() if keeps(j) and space.contains(j.vector)]
-    bar = min([today_val.mean_p95_s, *good])
-    broken = sorted(
-        (
-            j
-            for j in judged.values()
-            if space.contains(j.vector)
-            and j.vector != today_vector
-            and not keeps(j)
-            and j.validation_verdict.regressions
-            and j.validation.mean_p95_s < bar
-        ),
-        key=lambda j: (round(j.validation.mean_p95_s, 3), j.label),
-    )
-    for start in broken[:VALIDATION_REPAIRS]:
-        point = start
-        for round_no in range(settings.search.repair_rounds):
-            moves = repairs(space, _as_scored(point), today_val, rules, settings.search)
-            batch = {v: f"{start.label}, repaired on the newest days" for v in moves[: settings.search.batch]}
-            if not batch:
-                break
-            progress(
-                len(asked), len(asked), f"repairing {start.label} on the newest days, round {round_no + 1}"
-            )
-            best = min(validate(batch), key=lambda j: (j.validation_verdict.key(objective), j.label))
-            if best.validation_verdict.key(objective) >= point.validation_verdict.key(objective):
-                break
-            point = best
-            if keeps(point):
-                break
-
-
-def _as_scored(j: Judged) -> Scored:
-    """A finalist as the search's repairs read it: its validation replay and verdict."""
-    return Scored(j.vector, j.label, j.validation, j.validation_verdict)
-
-
 def advise_by_replay(
     policy: Policy,
     jobs: Sequence[SimJob],
@@ -442,11 +368,7 @@ def advise_by_replay(
     today_fit, *today_folds = evaluate([(today_vector, w) for w in ("fit", *fold_names)])
     today_val = pooled_score(today_folds, validation)
     planned = settings.search.max_replays + (1 + len(folds)) * (
-        PATH_FINALISTS
-        + SEED_FINALISTS
-        + TRIED_FINALISTS
-        + len(REPORTED)
-        + VALIDATION_REPAIRS * settings.search.repair_rounds * settings.search.batch
+        PATH_FINALISTS + SEED_FINALISTS + TRIED_FINALISTS + len(REPORTED)
     )
 
     def progress(done: int, _planned: int, text: str) -> None:
@@ -504,7 +426,6 @@ def advise_by_replay(
         return [judged[v] for v in batch]
 
     validate(candidates)
-    _repair_on_validation(space, judged, today_vector, today_val, rules, settings, validate, progress, asked)
     today = replace(judged[today_vector], label=TODAY)
     baselines = {name: replace(judged[vector], label=name) for name, vector in reported.items()}
     finalists = tuple(j for j in judged.values() if space.contains(j.vector))
