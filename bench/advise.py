@@ -7,7 +7,7 @@ Three parts:
 - `--holdout`: the issue's out-of-sample test. For each cluster size (704 GPUs as
   `examples/philly-oct-704.yaml`, and 528 GPUs: 66 nodes, every quota × 0.75) and each engine
   (`kueue`, `commons`): advice from days 0–21 of Philly October (`advise_by_replay`, the defaults of
-  `commons advise`: balanced, validate last 25 %, half-life 14 d, fit window 10 d, 64 fit replays,
+  `commons advise`: balanced, validate last 25 %, half-life 14 d, fit window 10 d, 48 fit replays,
   2 processes),
   then days 21–31 (never seen by the advisor) replayed from an empty cluster under today's quotas,
   the advice, and every baseline: equal split, proportional to mean demand and the median rule,

@@ -44,7 +44,7 @@ SearchProgress = Callable[[int, int, str], None]
 @dataclass(frozen=True, slots=True)
 class SearchSettings:
     #: Fit-window replays the search may spend in all, seeds included.
-    max_replays: int = 64
+    max_replays: int = 48
     #: Moves replayed per round (two processes replay two at a time).
     batch: int = 4
     #: Move sizes, in steps, largest first.
@@ -54,9 +54,9 @@ class SearchSettings:
     receivers: int = 3
     donors: int = 4
     #: Seeds repaired (those waiting less than the best feasible point, shortest wait first).
-    repair_seeds: int = 3
+    repair_seeds: int = 2
     #: Replayed rounds per repaired seed; a round stops the repair when it improves nothing.
-    repair_rounds: int = 4
+    repair_rounds: int = 3
 
     def __post_init__(self) -> None:
         if self.max_replays < 1:
