@@ -6,7 +6,8 @@
 - the proposal is always a policy the policy checks accept (dump → parse_policy);
 - `--max-change` is never exceeded;
 - the same inputs and seed give the same advice, however the replays are run;
-- the choice is never worse on the validation days than today's quotas or any baseline;
+- the choice is never worse on the validation days than today's quotas or any baseline that is
+  also better than today's on the fit days;
 - with `--folds`, it is worse than today's on no fold (beyond the rules' margin), its worst fold
   is no worse than any finalist's that keeps the rules on every fold, and `--floor` holds.
 """
@@ -174,7 +175,8 @@ def test_the_choice_is_never_worse_on_the_validation_days_than_today_or_any_base
         form = baseline.vector if space.contains(baseline.vector) else space.project(baseline.vector)
         finalist = next((f for f in advice.finalists if f.vector == form), None)
         assert finalist is not None, f"{name} never reached the validation days"
-        if finalist.validation_verdict.feasible and finalist.vector != advice.today.vector:
+        ahead_on_fit = finalist.fit_verdict.key(objective)[1:] < advice.today.fit_verdict.key(objective)[1:]
+        if finalist.validation_verdict.feasible and finalist.vector != advice.today.vector and ahead_on_fit:
             assert result <= finalist.validation_verdict.key(objective), (name, advice.why)
 
 
@@ -211,6 +213,9 @@ def test_with_folds_the_choice_is_never_worse_on_any_fold_and_its_worst_fold_is_
         beats = not any(rules.regressed(t.mean_p95_s, f.mean_p95_s) for f, t in pairs) and sum(
             f.mean_p95_s for f, _ in pairs
         ) < sum(t.mean_p95_s for _, t in pairs)
+        beats = (
+            beats and finalist.fit_verdict.key(objective)[1:] < advice.today.fit_verdict.key(objective)[1:]
+        )
         if keeps and beats and finalist.vector != advice.today.vector and space.contains(finalist.vector):
             assert advice.chosen is not None, (finalist.label, advice.why)
             assert worst(advice.chosen) <= worst(finalist), (finalist.label, advice.why)
