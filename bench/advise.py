@@ -7,7 +7,7 @@ Three parts:
 - `--holdout`: the issue's out-of-sample test. For each cluster size (704 GPUs as
   `examples/philly-oct-704.yaml`, and 528 GPUs: 66 nodes, every quota × 0.75) and each engine
   (`kueue`, `commons`): advice from days 0–21 of Philly October (`advise_by_replay`, the defaults of
-  `commons advise`: balanced, validate last 25 %, half-life 14 d, fit window 10 d, 24 fit replays,
+  `commons advise`: balanced, validate last 25 %, half-life 14 d, fit window 10 d, 48 fit replays,
   2 processes),
   then days 21–31 (never seen by the advisor) replayed from an empty cluster under today's quotas,
   the advice, and every baseline: equal split, proportional to mean demand and the median rule,
@@ -238,6 +238,17 @@ def holdout_case(
             "load_before": load_before,
             "load_after": uptime(),
             "bootstrap": None if advice.bootstrap is None else advice.bootstrap.describe(),
+            "finalists": [
+                {
+                    "label": f.label,
+                    "fit_mean_p95_h": round(f.fit.mean_p95_s / HOUR, 3),
+                    "validation_mean_p95_h": round(f.validation.mean_p95_s / HOUR, 3),
+                    "fit_regressions": sorted(f.fit_verdict.regressions),
+                    "validation_regressions": sorted(f.validation_verdict.regressions),
+                    "validation_infeasibility": f.validation_verdict.infeasibility,
+                }
+                for f in advice.finalists
+            ],
             "fit_mean_p95_h": [advice.today.fit.mean_p95_s / HOUR, advice.result.fit.mean_p95_s / HOUR],
             "validation_mean_p95_h": [
                 advice.today.validation.mean_p95_s / HOUR,
@@ -261,6 +272,12 @@ def print_case(case: dict[str, Any]) -> None:
     )
     if a["bootstrap"]:
         print(f"confidence: {a['bootstrap']}")
+    print("\nfinalists (mean p95 h on the advisor's fit and validation days; teams that regress there):\n")
+    for f in a["finalists"]:
+        print(
+            f"- {f['label']}: fit {f['fit_mean_p95_h']:.3f} {','.join(f['fit_regressions']) or '—'}; "
+            f"validation {f['validation_mean_p95_h']:.3f} {','.join(f['validation_regressions']) or '—'}"
+        )
     rows = case["test"]
     teams = list(rows[0]["teams_p95_h"])
     print("\ndays 21–31 replayed (p95 wait, hours):\n")

@@ -237,7 +237,7 @@ def advise(
         None, "--step", help="GPUs per move of the search (default: one node of the pool)."
     ),
     max_replays: int = typer.Option(
-        24, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
+        48, "--max-replays", help="Replays of the fit days the search may spend (seeds included)."
     ),
     workers: int = typer.Option(2, "--workers", help="Processes that replay at once (1: in this process)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the week-block bootstrap."),

@@ -4,13 +4,18 @@ A replay of weeks of history takes seconds to a minute, so the search spends rep
 can pay:
 
 1. **Seeds.** Today's quotas and the simple sizings of `quota_baselines` are replayed on the fit
-   window; the search starts from the best (feasible first, then the objective).
-2. **Screened moves.** Each round ranks every move "k units from team d to team r" by what the
+   window.
+2. **Repairs.** A seed that waits less than the best feasible one but makes some team regress (the
+   equal split often does: it shrinks the one team whose bursts need its large quota) is repaired
+   rather than dropped: GPUs move to the teams it made regress, from the teams with the most slack,
+   a few rounds per seed, each round replayed. The search then starts from the best point so far
+   (feasible first, then the objective).
+3. **Screened moves.** Each round ranks every move "k units from team d to team r" by what the
    last replay showed, without replaying anything: receivers are the teams that waited longest
    (or were owed GPUs, or regressed), donors the teams whose nominal quota stood furthest above
    what they asked for while others waited. Only the best `batch` moves not replayed before are
    replayed (in parallel, by the caller's evaluator, which also caches by vector).
-3. **Step sizes.** Moves start at `levels[0]` × step GPUs and shrink when a round finds nothing
+4. **Step sizes.** Moves start at `levels[0]` × step GPUs and shrink when a round finds nothing
    better; after the smallest size finds nothing, the search stops early. It also stops when the
    replay budget is spent.
 
@@ -39,7 +44,7 @@ SearchProgress = Callable[[int, int, str], None]
 @dataclass(frozen=True, slots=True)
 class SearchSettings:
     #: Fit-window replays the search may spend in all, seeds included.
-    max_replays: int = 24
+    max_replays: int = 48
     #: Moves replayed per round (two processes replay two at a time).
     batch: int = 4
     #: Move sizes, in steps, largest first.
@@ -48,6 +53,10 @@ class SearchSettings:
     step_gpus: int | None = None
     receivers: int = 3
     donors: int = 4
+    #: Seeds repaired (those waiting less than the best feasible point, shortest wait first).
+    repair_seeds: int = 2
+    #: Replayed rounds per repaired seed; a round stops the repair when it improves nothing.
+    repair_rounds: int = 3
 
     def __post_init__(self) -> None:
         if self.max_replays < 1:
@@ -118,6 +127,69 @@ def _donor_order(space: QuotaSpace, current: Scored, rules: Rules, slots: Sequen
     return sorted(slots, key=key)
 
 
+def _headroom(space: QuotaSpace, point: Scored, today: ReplayScore, rules: Rules, slot: int) -> float:
+    """Seconds of p95 wait the team may still gain before it regresses (large when exempt)."""
+    name = space.entries[slot].team
+    mine, base = point.fit.teams.get(name), today.teams.get(name)
+    wait = mine.wait_p95_s if mine else 0.0
+    base_wait = base.wait_p95_s if base else 0.0
+    limit = max(base_wait * (1 + rules.max_regression), rules.exempt_below_s)
+    return limit - wait
+
+
+def repairs(
+    space: QuotaSpace, point: Scored, today: ReplayScore, rules: Rules, settings: SearchSettings
+) -> list[QuotaVector]:
+    """Moves toward the teams `point` made regress, worst excess first, from teams with slack.
+
+    Donors are the teams furthest from regressing themselves (most p95 headroom against today's),
+    then those whose quota stands furthest above what they asked for. With several regressed
+    teams, the first moves give each of them `level` steps at once (donors in turn); then each
+    receiver alone gets every move size of `settings.levels`, largest first, so one round tries
+    both a bold and a small fix.
+    """
+    regressed = point.verdict.regressions
+    if not regressed:
+        return []
+    out: list[QuotaVector] = []
+    for p, pool in enumerate(space.pools):
+        excess: dict[int, float] = {}
+        donors: list[tuple[tuple[float, ...], int]] = []
+        for i in pool.slots:
+            name = space.entries[i].team
+            if name in regressed:
+                before, after = regressed[name]
+                excess[i] = after - before * (1 + rules.max_regression)
+            else:
+                t = point.fit.teams.get(name)
+                slack = point.vector[i] - (t.need_gpus if t else 0.0)
+                donors.append(((-round(_headroom(space, point, today, rules, i), 3), -slack, i), i))
+        receivers = sorted(excess, key=lambda i: (-excess[i], i))[: settings.receivers]
+        givers = [i for _, i in sorted(donors)][: settings.donors]
+        step = step_units(space, p, settings)
+        if len(receivers) > 1:  # every regressed team at once, donors taken in turn
+            for level in settings.levels:
+                joint: QuotaVector | None = point.vector
+                for k, r in enumerate(receivers):
+                    turn = givers[k % len(givers) :] + givers[: k % len(givers)] if givers else []
+                    given = None
+                    for d in turn:
+                        given = space.move(joint, d, r, level * step) if joint is not None else None
+                        if given is not None:
+                            break
+                    joint = given if given is not None else joint
+                if joint is not None and joint != point.vector:
+                    out.append(joint)
+        for r in receivers:
+            for level in settings.levels:
+                for d in givers:
+                    moved = space.move(point.vector, d, r, level * step)
+                    if moved is not None:
+                        out.append(moved)
+                        break  # one donor per size: the one with most headroom that can give it
+    return list(dict.fromkeys(out))
+
+
 def propose(
     space: QuotaSpace, current: Scored, rules: Rules, settings: SearchSettings, level: int
 ) -> list[QuotaVector]:
@@ -140,6 +212,47 @@ def propose(
             seen.add(vector)
             out.append(vector)
     return out
+
+
+def repair_seeds(
+    space: QuotaSpace,
+    seeded: Sequence[Scored],
+    today: ReplayScore,
+    rules: Rules,
+    settings: SearchSettings,
+    replay: Callable[[Sequence[QuotaVector], Sequence[str]], list[Scored]],
+    rank: Callable[[Scored], tuple[float, ...]],
+    note: Callable[[str], None],
+    spent: Callable[[], int],
+) -> None:
+    """Repair the seeds that wait less than the best feasible seed but make a team regress."""
+    feasible = [s.verdict.mean_p95_s for s in seeded if s.verdict.feasible]
+    bar = min(feasible) if feasible else float("inf")
+    broken = sorted(
+        (
+            s
+            for s in seeded
+            if not s.verdict.feasible and s.verdict.regressions and s.verdict.mean_p95_s < bar
+        ),
+        key=lambda s: (round(s.verdict.mean_p95_s, 3), seeded.index(s)),
+    )
+    for start in broken[: settings.repair_seeds]:
+        point = start
+        for round_no in range(settings.repair_rounds):
+            room = settings.max_replays - spent()
+            if room <= 0:
+                return
+            batch = repairs(space, point, today, rules, settings)[: min(settings.batch, room)]
+            if not batch:
+                break
+            note(f"repairing {start.label}, round {round_no + 1}: {len(batch)} candidates")
+            scored = replay(batch, [f"{start.label}, repaired"] * len(batch))
+            best = min(scored, key=lambda s: (rank(s), batch.index(s.vector)))
+            if rank(best) >= rank(point):
+                break
+            point = best
+            if point.verdict.feasible:
+                break
 
 
 def search(
@@ -182,7 +295,9 @@ def search(
     in_space = [s for s in seeded.values() if space.contains(s.vector)]
     if not in_space:
         raise ValueError(f"no seed lies in the search space (a bug: seeds are projected into it): {seeds}")
-    current = min(in_space, key=lambda s: (rank(s), names.index(s.label)))
+    repair_seeds(space, in_space, today, rules, settings, replay, rank, note, lambda: len(known))
+    candidates = [s for s in known.values() if space.contains(s.vector)]
+    current = min(candidates, key=lambda s: (rank(s), tried.index(s)))
     start = current
     path = [current]
     level = 0

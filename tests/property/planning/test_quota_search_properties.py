@@ -1,11 +1,13 @@
 """Invariants of the objective-driven advisor, on random small policies (one or two pools) and traces.
 
-- every quota vector the search replays, and the proposal, hands out exactly what each pool has
-  (capacity less the quotas kept as they are), in whole nodes with `--whole-nodes`;
+- every quota vector the search replays (seeds, repairs, moves), and the proposal (which may be a
+  finalist repaired on the validation days), hands out exactly what each pool has (capacity less
+  the quotas kept as they are), in whole nodes with `--whole-nodes`;
 - the proposal is always a policy the policy checks accept (dump → parse_policy);
 - `--max-change` is never exceeded;
 - the same inputs and seed give the same advice, however the replays are run;
-- the choice is never worse on the validation days than today's quotas or any baseline;
+- the choice is never worse on the validation days than today's quotas or any baseline that is
+  also better than today's on the fit days;
 - with `--folds`, it is worse than today's on no fold (beyond the rules' margin), its worst fold
   is no worse than any finalist's that keeps the rules on every fold, and `--floor` holds.
 """
@@ -117,6 +119,14 @@ def test_every_vector_tried_hands_out_each_pool_exactly_and_in_whole_nodes_when_
             assert sum(tried.vector[i] for i in pool.slots) == pool.available
             if whole:
                 assert all(tried.vector[i] % pool.gpus_per_node == 0 for i in pool.slots)
+    if advice.chosen is not None:  # repaired on the validation days or not, a point of the space
+        assert space.contains(advice.chosen.vector), (advice.chosen.label, advice.chosen.vector)
+        for pool in p.pools:
+            given = sum(t.nominal(pool.name).gpus for t in advice.proposed.teams if t.quota(pool.name))
+            assert (
+                given
+                == _kept(p, advice, pool.name) + next(s for s in space.pools if s.pool == pool.name).available
+            )
     for t in advice.teams:
         # The cap bounds what moves between teams; GPUs in nobody's quota today come on top, and
         # with whole nodes the bounds round out to a node.
@@ -165,7 +175,8 @@ def test_the_choice_is_never_worse_on_the_validation_days_than_today_or_any_base
         form = baseline.vector if space.contains(baseline.vector) else space.project(baseline.vector)
         finalist = next((f for f in advice.finalists if f.vector == form), None)
         assert finalist is not None, f"{name} never reached the validation days"
-        if finalist.validation_verdict.feasible and finalist.vector != advice.today.vector:
+        ahead_on_fit = finalist.fit_verdict.key(objective)[1:] < advice.today.fit_verdict.key(objective)[1:]
+        if finalist.validation_verdict.feasible and finalist.vector != advice.today.vector and ahead_on_fit:
             assert result <= finalist.validation_verdict.key(objective), (name, advice.why)
 
 
@@ -202,6 +213,9 @@ def test_with_folds_the_choice_is_never_worse_on_any_fold_and_its_worst_fold_is_
         beats = not any(rules.regressed(t.mean_p95_s, f.mean_p95_s) for f, t in pairs) and sum(
             f.mean_p95_s for f, _ in pairs
         ) < sum(t.mean_p95_s for _, t in pairs)
+        beats = (
+            beats and finalist.fit_verdict.key(objective)[1:] < advice.today.fit_verdict.key(objective)[1:]
+        )
         if keeps and beats and finalist.vector != advice.today.vector and space.contains(finalist.vector):
             assert advice.chosen is not None, (finalist.label, advice.why)
             assert worst(advice.chosen) <= worst(finalist), (finalist.label, advice.why)

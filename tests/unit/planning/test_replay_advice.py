@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpucommons.domain import Policy, PriorityClass
@@ -173,3 +175,24 @@ def test_the_bootstrap_is_the_same_for_the_same_seed() -> None:
     one = week_block_bootstrap(*args, windows, resamples=40, seed=7)
     two = week_block_bootstrap(*args, windows, resamples=40, seed=7)
     assert one == two and one is not None and one.blocks == 2
+
+
+def test_a_seed_that_makes_a_team_regress_is_repaired_toward_that_team_from_the_one_with_slack() -> None:
+    from gpucommons.planning.quota_search import Scored, repairs
+    from gpucommons.planning.quota_space import build_space
+
+    p = policy(team("a", 16), team("b", 8), team("c", 8), nodes=4, gpus_per_node=8)
+    space = build_space(p, {"a": {"gpu"}, "b": {"gpu"}, "c": {"gpu"}}, whole_nodes=True)
+    rules = Rules()
+    today = _score({"a": 2 * H, "b": 3 * H, "c": 60.0})
+    # An equal-ish split: a's wait doubles (it regresses), b is near its own limit, c has hours to spare.
+    seed = _score({"a": 4 * H, "b": 3.2 * H, "c": 120.0})
+    point = Scored((8, 16, 8), "equal split", seed, judge(seed, today, rules))
+    assert set(point.verdict.regressions) == {"a"}
+    moves = repairs(space, point, today, rules, SearchSettings(levels=(2, 1)))
+    # One node from c, whose p95 is minutes (the most headroom); two nodes only b can give.
+    assert moves == [(24, 0, 8), (16, 16, 0)]
+    assert (
+        repairs(space, replace(point, verdict=judge(today, today, rules)), today, rules, SearchSettings())
+        == []
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
 
 import pytest
@@ -94,13 +95,13 @@ def _judged(
 ) -> Judged:
     window = Window("validation", 0.0, len(folds) * DAY, ())
     pooled, base = pooled_score(folds, window), pooled_score(today, window)
-    fit = today[0]
+    fit = folds[0]  # its fit days as its first fold: ahead of today's there when it is ahead on fold 1
     return Judged(
         label,
         vector,
         fit,
         pooled,
-        judge(fit, fit, rules),
+        judge(fit, today[0], rules),
         judge(pooled, base, rules),
         tuple(folds),
         tuple(judge(f, t, rules) for f, t in zip(folds, today, strict=True)),
@@ -190,3 +191,15 @@ def test_settings_refuse_folds_and_floors_that_mean_nothing() -> None:
         AdviceSettings(folds=0)
     with pytest.raises(ValueError, match="--floor"):
         AdviceSettings(floor_share=-0.1)
+
+
+def test_a_candidate_ahead_only_on_the_validation_days_is_not_chosen() -> None:
+    """Ahead on both folds, but its fit days are exactly today's: no evidence but validation."""
+    space = _space()
+    base = _two_folds(1800.0, 1800.0)
+    lucky = _judged("lucky", (24, 8), _two_folds(1500.0, 1500.0), base)
+    lucky = replace(lucky, fit=base[0], fit_verdict=judge(base[0], base[0], Rules(Objective.BALANCED)))
+    today = _judged("today", (16, 16), base, base)
+    chosen, why = _choose(today, [lucky], space, Rules(Objective.BALANCED))
+    assert chosen is None
+    assert why.startswith("keep today's quotas") and "no better than today's on the fit days" in why
