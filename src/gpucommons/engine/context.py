@@ -196,7 +196,7 @@ class Cycle:
             return None
         if not self.quota.allows(team, pool, req, self.isolated):
             return None
-        if not allow_borrowing and not (self.quota.usage[(team, pool)] + req).fits_in(q.nominal):
+        if not allow_borrowing and not self.within_nominal(team, pool, req):
             return None
         if self.config.node_placement:
             return self.state.nodes.find(team, pool, req.gpus, self.config.placement is Placement.SPREAD)

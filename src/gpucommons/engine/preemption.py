@@ -584,11 +584,7 @@ def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -
     if q is None or can_preempt_while_borrowing(cy, task, fair_share):
         return None
     req, nominal = task.resources, q.nominal
-    if (
-        req.gpus <= nominal.gpus
-        and req.cpu_milli <= nominal.cpu_milli
-        and req.memory_mib <= nominal.memory_mib
-    ):
+    if req.fits_in(nominal):
         return None  # within nominal quota in every component: the gate is open whatever is available
     avail = cy.quota.available(task.team, pool, cy.isolated)
     # Component by component, written out: this runs for every head that fails, every cycle, and

@@ -356,19 +356,8 @@ class QuotaTree:
         key = (team, pool)
         shared = None if isolated else self._shared.get(key)
         if shared is not None:
-            # The common case, in integers with one `Resources` built: every fit check of every
-            # cycle comes through here. `_pos(guaranteed − used) + root subtree quota − root usage`.
-            used = self.usage[key]
-            sq, cu, g = shared.root_quota, self.cohort_usage[shared.root_key], shared.guaranteed
-            return Resources(
-                (g.gpus - used.gpus if g.gpus > used.gpus else 0) + sq.gpus - cu.gpus,
-                (g.cpu_milli - used.cpu_milli if g.cpu_milli > used.cpu_milli else 0)
-                + sq.cpu_milli
-                - cu.cpu_milli,
-                (g.memory_mib - used.memory_mib if g.memory_mib > used.memory_mib else 0)
-                + sq.memory_mib
-                - cu.memory_mib,
-            )
+            gpus, cpu_milli, memory_mib = self._shared_available(key, shared)
+            return Resources(gpus, cpu_milli, memory_mib)
         q = self.quotas.get(key)
         if q is None:
             return ZERO
@@ -389,18 +378,23 @@ class QuotaTree:
         shared = None if isolated else self._shared.get(key)
         if shared is None:
             return req.fits_in(self.available(team, pool, isolated))
+        gpus, cpu_milli, memory_mib = self._shared_available(key, shared)
+        return req.gpus <= gpus and req.cpu_milli <= cpu_milli and req.memory_mib <= memory_mib
+
+    def _shared_available(self, key: tuple[str, str], shared: _Shared) -> tuple[int, int, int]:
+        """`available` in its common case (`_Shared`), per component, in integers: every fit check
+        of every cycle comes through here. `_pos(guaranteed − used) + root subtree quota − root
+        usage`."""
         used = self.usage[key]
         sq, cu, g = shared.root_quota, self.cohort_usage[shared.root_key], shared.guaranteed
         return (
-            req.gpus <= (g.gpus - used.gpus if g.gpus > used.gpus else 0) + sq.gpus - cu.gpus
-            and req.cpu_milli
-            <= (g.cpu_milli - used.cpu_milli if g.cpu_milli > used.cpu_milli else 0)
+            (g.gpus - used.gpus if g.gpus > used.gpus else 0) + sq.gpus - cu.gpus,
+            (g.cpu_milli - used.cpu_milli if g.cpu_milli > used.cpu_milli else 0)
             + sq.cpu_milli
-            - cu.cpu_milli
-            and req.memory_mib
-            <= (g.memory_mib - used.memory_mib if g.memory_mib > used.memory_mib else 0)
+            - cu.cpu_milli,
+            (g.memory_mib - used.memory_mib if g.memory_mib > used.memory_mib else 0)
             + sq.memory_mib
-            - cu.memory_mib
+            - cu.memory_mib,
         )
 
     def potential(self, team: str, pool: str, isolated: bool = False) -> Resources:

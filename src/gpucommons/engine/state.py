@@ -400,15 +400,6 @@ class ClusterState:
         """Pending tasks by id. Shared, not copied: callers must not change it."""
         return self._pending
 
-    def queue_from(self, team: str, index: int) -> Iterator[TaskRequest]:
-        """The team's pending tasks in queue order from position `index` on (as `queue_entry`
-        would give them one by one; the queue must not change while this is iterated, which a
-        cycle never does)."""
-        queue = self._queues.get(team, ())
-        pending = self._pending
-        for i in range(index, len(queue)):
-            yield pending[queue[i][3]]
-
     def queue_length(self, team: str) -> int:
         return len(self._queues.get(team, ()))
 
