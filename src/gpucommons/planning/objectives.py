@@ -49,10 +49,14 @@ class Rules:
     max_regression: float = 0.10
     exempt_below_s: float = HOUR
 
+    def tolerated_s(self, today_s: float) -> float:
+        """The longest p95 wait that is no regression against today's `today_s` (exemption aside)."""
+        return today_s * (1 + self.max_regression)
+
     def regressed(self, today_s: float, proposed_s: float) -> bool:
         if max(today_s, proposed_s) < self.exempt_below_s:
             return False
-        return proposed_s > today_s * (1 + self.max_regression)
+        return proposed_s > self.tolerated_s(today_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,7 @@ def judge(score: ReplayScore, today: ReplayScore, rules: Rules) -> Verdict:
                 continue
             if rules.regressed(base.wait_p95_s, team.wait_p95_s):
                 regressions[name] = (base.wait_p95_s, team.wait_p95_s)
-                excess_s += team.wait_p95_s - base.wait_p95_s * (1 + rules.max_regression)
+                excess_s += team.wait_p95_s - rules.tolerated_s(base.wait_p95_s)
     extra_violation = 0.0
     if rules.objective is Objective.BALANCED:
         slack = VIOLATION_SLACK_S_PER_DAY * max(score.days, 1.0)

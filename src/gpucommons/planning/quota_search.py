@@ -133,7 +133,7 @@ def _headroom(space: QuotaSpace, point: Scored, today: ReplayScore, rules: Rules
     mine, base = point.fit.teams.get(name), today.teams.get(name)
     wait = mine.wait_p95_s if mine else 0.0
     base_wait = base.wait_p95_s if base else 0.0
-    limit = max(base_wait * (1 + rules.max_regression), rules.exempt_below_s)
+    limit = max(rules.tolerated_s(base_wait), rules.exempt_below_s)
     return limit - wait
 
 
@@ -159,7 +159,7 @@ def repairs(
             name = space.entries[i].team
             if name in regressed:
                 before, after = regressed[name]
-                excess[i] = after - before * (1 + rules.max_regression)
+                excess[i] = after - rules.tolerated_s(before)
             else:
                 t = point.fit.teams.get(name)
                 slack = point.vector[i] - (t.need_gpus if t else 0.0)

@@ -417,28 +417,23 @@ def advise_by_replay(
         if not space.contains(vector):  # outside --max-change or a job floor: its nearest allowed form
             candidates.setdefault(space.project(vector), f"{name} (within the limits)")
     progress(trace.replays, planned, f"validating {len(candidates)} candidates on the newest days")
+    vectors = list(candidates)
+    per_vector = 1 + len(folds)
+    scores = evaluate([(v, w) for v in vectors for w in ("fit", *fold_names)])
     judged: dict[QuotaVector, Judged] = {}
-
-    def validate(batch: dict[QuotaVector, str]) -> list[Judged]:
-        vectors = [v for v in batch if v not in judged]
-        per_vector = 1 + len(folds)
-        scores = evaluate([(v, w) for v in vectors for w in ("fit", *fold_names)])
-        for k, vector in enumerate(vectors):
-            f, *parts = scores[per_vector * k : per_vector * (k + 1)]
-            v = pooled_score(parts, validation)
-            judged[vector] = Judged(
-                batch[vector],
-                vector,
-                f,
-                v,
-                judge(f, today_fit, rules),
-                judge(v, today_val, rules),
-                tuple(parts),
-                tuple(judge(part, base, rules) for part, base in zip(parts, today_folds, strict=True)),
-            )
-        return [judged[v] for v in batch]
-
-    validate(candidates)
+    for k, vector in enumerate(vectors):
+        f, *parts = scores[per_vector * k : per_vector * (k + 1)]
+        v = pooled_score(parts, validation)
+        judged[vector] = Judged(
+            candidates[vector],
+            vector,
+            f,
+            v,
+            judge(f, today_fit, rules),
+            judge(v, today_val, rules),
+            tuple(parts),
+            tuple(judge(part, base, rules) for part, base in zip(parts, today_folds, strict=True)),
+        )
     today = replace(judged[today_vector], label=TODAY)
     baselines = {name: replace(judged[vector], label=name) for name, vector in reported.items()}
     finalists = tuple(j for j in judged.values() if space.contains(j.vector))
