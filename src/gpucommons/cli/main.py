@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-
 from importlib import import_module
 from typing import Any
 
