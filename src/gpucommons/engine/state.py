@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from gpucommons.domain.model import Policy, PriorityClass
@@ -350,6 +350,24 @@ class ClusterState:
             )
         self._decayed_at = now
 
+    def usage_memory(self) -> tuple[float | None, dict[str, tuple[float, float, float]]]:
+        """When the decayed usage was last brought up to date, and each team's then: what a copy
+        of this state must carry over to order teams alike (`None`: nothing remembered yet)."""
+        return self._decayed_at, dict(self._decayed)
+
+    def restore_usage_memory(self, at: float, decayed: Mapping[str, tuple[float, float, float]]) -> None:
+        """Take each team's decayed usage as of `at`, replacing what admissions remembered so far.
+
+        For a state built again from what it holds (a replica; a restarted server, from its ledger:
+        `decayed_usage_from_history`): re-admitting the running tasks alone would forget who used
+        the cluster lately, and fair-share order with a half-life would change across a restart."""
+        if self.policy.scheduling.usage_half_life_s <= 0:
+            return
+        self._decayed = {team: decayed.get(team, (0.0, 0.0, 0.0)) for team in self.policy.team_names}
+        self._decayed_at = at
+        for team in self.policy.team_names:
+            self._touch(team)
+
     def decayed_usage(self, team: str) -> tuple[float, float, float]:
         """The team's usage for fair-share ordering: decayed if a half-life is set, else current."""
         if self.policy.scheduling.usage_half_life_s > 0 and team in self._decayed:
@@ -492,3 +510,25 @@ class ClusterState:
             tuple(sorted(self._decayed.items())),
             tuple(sorted(self._out_of_service.items())),
         )
+
+
+def decayed_usage_from_history(
+    spans: Iterable[tuple[str, float, float | None, Resources]], now: float, half_life_s: float
+) -> dict[str, tuple[float, float, float]]:
+    """Each team's decayed usage at `now` from what it held and when: `(team, start, end or None
+    while held, resources)`.
+
+    The closed form of `ClusterState.advance_usage` from a state that remembered nothing: usage `u`
+    held over [a, b] weighs u·(2^(−(now−b)/h) − 2^(−(now−a)/h)) at `now`. A server keeps no
+    decayed figure in its store; this rebuilds it from the ledger after a restart."""
+    totals: dict[str, list[float]] = {}
+    for team, start, end, res in spans:
+        stop = now if end is None else min(end, now)
+        if stop <= start:
+            continue
+        weight = 0.5 ** ((now - stop) / half_life_s) - 0.5 ** ((now - start) / half_life_s)
+        acc = totals.setdefault(team, [0.0, 0.0, 0.0])
+        acc[0] += res.gpus * weight
+        acc[1] += res.cpu_milli * weight
+        acc[2] += res.memory_mib * weight
+    return {team: (acc[0], acc[1], acc[2]) for team, acc in totals.items()}

@@ -422,6 +422,9 @@ def replica(state: ClusterState) -> ClusterState:
             trial.set_preemption_count(task_id, count)
     for team in state.policy.team_names:
         trial.set_team_spend(team, state.team_spend(team))
+    remembered_at, remembered = state.usage_memory()
+    if remembered_at is not None:
+        trial.restore_usage_memory(remembered_at, remembered)
     return trial
 
 

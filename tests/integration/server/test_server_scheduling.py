@@ -7,8 +7,11 @@ import sys
 import time
 from collections.abc import Callable
 
+import pytest
 from tests.integration.server.conftest import SMALL_POLICY, Harness
 
+from gpucommons.backends.clock import ManualClock
+from gpucommons.backends.fake import FakeExecutor
 from gpucommons.engine.types import PendingCode
 
 PY = sys.executable
@@ -179,3 +182,35 @@ def test_a_restarted_server_remembers_how_often_a_task_was_preempted(
     for task in (big, owner):
         second.http.post(f"/api/v1/tasks/{task}/cancel", headers=second.admin)
     second.wait_state(owner, "cancelled")
+
+
+def test_a_restarted_server_remembers_who_used_the_cluster_lately(
+    make_harness: Callable[..., Harness],
+) -> None:
+    """With a usage half-life, fair-share order weighs who used the cluster lately. The store keeps
+    no decayed figure: the restarted server rebuilds it from the ledger, and the team that just
+    held every GPU still waits behind the one that did not, though its task is older."""
+    policy = SMALL_POLICY + "scheduling: {mode: fair_share, usage_half_life: 10m}\n"
+    clock = ManualClock(1_800_000_000.0)
+    executor = FakeExecutor(clock)
+    first = make_harness(policy=policy, executor=executor, clock=clock)
+    hog = str(first.submit(team="a", gpus=4, command=["train"])["id"])
+    first.cycle()
+    clock.advance(1800)
+    executor.finish(hog)
+    first.cycle()
+    assert first.task(hog)["state"] == "succeeded"
+    clock.advance(60)
+    first.ctx.scheduler.state.advance_usage(clock.now())
+    _, remembered = first.ctx.scheduler.state.usage_memory()
+
+    second = make_harness(policy=policy, executor=executor.restarted(), clock=clock)
+    second.ctx.scheduler.rebuild()
+    at, rebuilt = second.ctx.scheduler.state.usage_memory()
+    assert at == clock.now()
+    assert rebuilt["a"] == pytest.approx(remembered["a"]) and rebuilt["a"][0] > 3
+    assert rebuilt["b"] == (0.0, 0.0, 0.0)
+    older = str(second.submit(team="a", gpus=4, command=["train"])["id"])
+    newer = str(second.submit(team="b", gpus=4, command=["train"])["id"])
+    second.cycle()
+    assert (second.task(newer)["state"], second.task(older)["state"]) == ("running", "pending")

@@ -104,6 +104,19 @@ def test_same_input_same_output(sc: tuple[Policy, list[Job], str]) -> None:
 
 @FUZZ
 @given(scenario())
+def test_a_replica_of_a_state_decides_what_the_state_decides(sc: tuple[Policy, list[Job], str]) -> None:
+    """`testing.strategies.replica` rebuilds a state through its own methods (the preemption
+    checks try their plans on one): it must carry everything `decide` reads, the teams' decayed
+    usage included, or a check would judge a different cluster from the one the engine saw."""
+    from gpucommons.testing.strategies import replica
+
+    policy, jobs, config = sc
+    state, now = _state_mid_run(policy, jobs, CONFIGS[config])
+    assert decide(replica(state), now, CONFIGS[config]) == decide(state, now, CONFIGS[config])
+
+
+@FUZZ
+@given(scenario())
 def test_fair_share_runs_keep_the_invariants(sc: tuple[Policy, list[Job], str]) -> None:
     policy, jobs, config = sc
     from dataclasses import replace

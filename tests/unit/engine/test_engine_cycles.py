@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import pytest
+
 from gpucommons.engine import (
     EngineConfig,
     FairShareStrategy,
@@ -364,6 +366,37 @@ def test_usage_half_life_remembers_who_used_the_cluster_lately() -> None:
 
     assert order(half_life_s=0) == ["a1"]  # equal shares: the older task
     assert order(half_life_s=600) == ["b1"]  # a used 32 GPUs until recently
+
+
+def test_decayed_usage_rebuilt_from_history_is_what_the_state_remembered() -> None:
+    """A restarted server has only its ledger: the closed form over what each team held must give
+    the usage the state brought up to date admission by admission, and the same order of teams."""
+    from gpucommons.engine.state import decayed_usage_from_history
+
+    state = make_state(_fair_policy(half_life_s=600)).obj()
+    past, now_running = T("a_past").team("a").gpus(32).obj(), T("c0").team("c").gpus(16).at(600).obj()
+    state.add_pending(past)
+    apply_decisions(state, decide_checked(state, 0), 0)
+    state.finish("a_past", now=600)
+    state.add_pending(now_running)
+    apply_decisions(state, decide_checked(state, 600), 600)
+    state.advance_usage(900)
+    _, remembered = state.usage_memory()
+
+    history = [("a", 0.0, 600.0, past.resources), ("c", 600.0, None, now_running.resources)]
+    rebuilt = decayed_usage_from_history(history, 900, 600)
+    for team in ("a", "b", "c"):
+        assert rebuilt.get(team, (0.0, 0.0, 0.0)) == pytest.approx(remembered[team])
+
+    restarted = make_state(_fair_policy(half_life_s=600)).obj()
+    restarted.add_pending(now_running)
+    restarted.admit("c0", state.running("c0").admission, 600)
+    restarted.restore_usage_memory(900, rebuilt)
+    for task in (T("a1").team("a").gpus(12).at(650).obj(), T("b1").team("b").gpus(12).at(660).obj()):
+        state.add_pending(task)
+        restarted.add_pending(task)
+    assert [x.task_id for x in decide_checked(restarted, 900).admit] == ["b1"]
+    assert decide_checked(restarted, 900) == decide_checked(state, 900)
 
 
 def test_a_class_that_is_not_preemptible_protects_its_tasks_whatever_the_request_says() -> None:

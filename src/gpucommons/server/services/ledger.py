@@ -15,6 +15,7 @@ from decimal import Decimal
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
+from gpucommons.domain.resources import Resources
 from gpucommons.ledger.interval import EndReason, UsageInterval
 from gpucommons.store.models import TaskRow, UsageIntervalRow
 
@@ -147,4 +148,27 @@ def held_spans(
     return [
         (team, pool, gpus, round(s * 1_000_000), round((e if e is not None else max(now, s)) * 1_000_000))
         for team, pool, gpus, s, e in session.execute(query)
+    ]
+
+
+def holds_since(session: Session, since: float) -> list[tuple[str, float, float | None, Resources]]:
+    """What each team held from `since` on (intervals still open or ended after it), with its
+    task's CPU and memory, oldest first: the history a restarted scheduler rebuilds the engine's
+    decayed usage from (`engine.state.decayed_usage_from_history`)."""
+    rows = session.execute(
+        select(
+            UsageIntervalRow.team,
+            UsageIntervalRow.start,
+            UsageIntervalRow.end,
+            UsageIntervalRow.gpus,
+            TaskRow.cpu_milli,
+            TaskRow.memory_mib,
+        )
+        .join(TaskRow, TaskRow.id == UsageIntervalRow.task_id)
+        .where(or_(UsageIntervalRow.end.is_(None), UsageIntervalRow.end > since))
+        .order_by(UsageIntervalRow.start, UsageIntervalRow.id)
+    ).all()
+    return [
+        (team, start, end, Resources(gpus=gpus, cpu_milli=cpu, memory_mib=memory))
+        for team, start, end, gpus, cpu, memory in rows
     ]

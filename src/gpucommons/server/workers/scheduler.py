@@ -50,8 +50,9 @@ from gpucommons.domain.model import Policy
 from gpucommons.domain.task import TaskState
 from gpucommons.engine import decide
 from gpucommons.engine.instant import settle_instant
-from gpucommons.engine.state import ClusterState
+from gpucommons.engine.state import ClusterState, decayed_usage_from_history
 from gpucommons.engine.types import EngineConfig, Pending
+from gpucommons.server.services.ledger import holds_since
 from gpucommons.server.services.tasks import LIVE_STATES
 from gpucommons.server.workers.attempts import (
     admission_of,
@@ -75,6 +76,8 @@ log = logging.getLogger(__name__)
 #: After a rebuild the watermark starts this many submissions below the largest one seen, so that
 #: submissions whose transactions were still open during the rebuild are found by the next scans.
 INTAKE_LOOKBACK = 1000
+#: Ledger holds ended more than this many usage half-lives ago weigh under 2^-20 and are not read.
+USAGE_MEMORY_HALF_LIVES = 20
 
 
 class Scheduler:
@@ -235,6 +238,7 @@ class Scheduler:
                     # preemptions; a restarted server must not forget them.
                     if row.preemptions:
                         state.set_preemption_count(row.id, row.preemptions)
+                self._remember_usage(session, state)
                 handles = {r.id: h for r in live if (h := handle_of(r)) is not None}
                 if self._foreign is not None:
                     self._foreign.load(session)
@@ -246,6 +250,17 @@ class Scheduler:
             self.desk.restore(state)
             self.supervisor.reset(handles)
             self.publish()
+
+    def _remember_usage(self, session: Session, state: ClusterState) -> None:
+        """With a usage half-life, fair-share order weighs who used the cluster lately; the store
+        keeps no decayed figure, so it is rebuilt from the ledger (holds older than
+        `USAGE_MEMORY_HALF_LIVES` half-lives weigh under a millionth and are not read)."""
+        half_life = state.policy.scheduling.usage_half_life_s
+        if half_life <= 0:
+            return
+        now = self.clock.now()
+        history = holds_since(session, now - USAGE_MEMORY_HALF_LIVES * half_life)
+        state.restore_usage_memory(now, decayed_usage_from_history(history, now, half_life))
 
     def mirror(self) -> None:
         """A follower's read-only view: the state rebuilt from the store and the engine's reasons for
