@@ -182,6 +182,8 @@ class MiniSimResult:
     preemptions: Counter[str] = field(default_factory=Counter)
     #: (task, instant) -> preemptions of that task at that instant: more than 1 is a zero-time loop.
     per_instant: Counter[tuple[str, float]] = field(default_factory=Counter)
+    #: (task, preemptor, instant) -> preemptions of that task by that preemptor at that instant.
+    per_preemptor: Counter[tuple[str, str, float]] = field(default_factory=Counter)
     finished: int = 0
     cycles: int = 0
     decisions: list[Decisions] = field(default_factory=list)
@@ -271,6 +273,7 @@ class MiniSim:
                 if self.result.preemptions[p.victim_id] > self.max_preemptions:
                     self.result.looped = p.victim_id
                 self.result.per_instant[(p.victim_id, now)] += 1
+                self.result.per_preemptor[(p.victim_id, p.preemptor_id, now)] += 1
                 if self.grace_s == 0 and self.requeue_same_instant:
                     self._finish_token.pop(p.victim_id, None)
                     self.state.requeue(p.victim_id, now)

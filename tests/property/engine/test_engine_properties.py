@@ -65,10 +65,16 @@ def test_invariants_hold_through_a_run(sc: tuple[Policy, list[Job], str], grace:
 @given(scenario())
 def test_a_victim_requeued_at_the_same_instant_does_not_loop(sc: tuple[Policy, list[Job], str]) -> None:
     """Trap 3 of docs/design.md made worse on purpose: zero grace and requeue at the very instant of
-    preemption. The preemptor's reservation still keeps the freed GPUs from going back to the victim."""
+    preemption. The preemptor's reservation still keeps the freed GPUs from going back to the victim:
+    no preemptor takes the same victim twice at an instant, and the instant ends (`MiniSim` raises
+    after 200 cycles at one instant). With min-runtime protection no task is preempted twice at an
+    instant at all; under Kueue's rules another head of the preemptor's team may take the victim
+    again once it is back (`test_kueue_may_preempt_a_requeued_victim_again_at_the_same_instant`)."""
     policy, jobs, config = sc
     result = MiniSim(policy, CONFIGS[config], grace_s=0.0, requeue_same_instant=True).run(jobs)
-    assert all(n <= 1 for n in result.per_instant.values()), result.per_instant
+    assert all(n <= 1 for n in result.per_preemptor.values()), result.per_preemptor
+    if CONFIGS[config].min_runtime_protection:
+        assert all(n <= 1 for n in result.per_instant.values()), result.per_instant
 
 
 def _state_mid_run(policy: Policy, jobs: list[Job], config: EngineConfig) -> tuple[ClusterState, float]:

@@ -440,6 +440,39 @@ def test_kueue_reclaims_a_readmitted_borrower_again_and_again_while_commons_guar
         assert all(later - earlier >= 300 for earlier, later in pairwise(times)), times
 
 
+def test_kueue_may_preempt_a_requeued_victim_again_at_the_same_instant() -> None:
+    """Found by hypothesis (zero grace, victims requeued at the very instant): an 11-GPU gang needs
+    two whole free nodes, so team a reclaims the 1-GPU borrower on one of them. Once it is gone, the
+    gang is admitted and, Kueue admitting one head per team per cycle, the borrower comes back on
+    the gang's second node before a's next head, which then reclaims it again: two preemptions of one
+    task at one instant, by two preemptors, as Kueue would do. `commons` admits a's next head in the
+    same cycle as the gang, and min-runtime protection would keep the readmitted borrower anyway."""
+    from dataclasses import replace
+
+    from gpucommons.testing.strategies import Job, MiniSim
+
+    policy = (
+        make_policy()
+        .pool("h100", nodes=2, gpus_per_node=8)
+        .team("a", h100=12, reclaim="lower_priority")
+        .team("b", h100=0)
+        .build()
+    )
+    jobs = [
+        *(Job(T(f"short{i}").team("a").gpus(1).priority(1000).seq(i).obj(), 0, 30) for i in range(8)),
+        Job(T("gang").team("a").gpus(11).priority(1000).seq(10).obj(), 0, 30),
+        Job(T("late").team("a").gpus(1).priority(1000).seq(11).obj(), 30, 30),
+        Job(T("borrower").team("b").gpus(1).priority(800).seq(12).obj(), 0, 60),
+    ]
+
+    def preempted_at_30(config: EngineConfig) -> list[str]:
+        result = MiniSim(policy, config, grace_s=0.0, requeue_same_instant=True).run(jobs)
+        return sorted(by for (_, by, at), n in result.per_preemptor.items() for _ in range(n) if at == 30)
+
+    assert preempted_at_30(replace(KUEUE, placement=Placement.PACK)) == ["gang", "late"]
+    assert preempted_at_30(EngineConfig.commons()) == ["gang"]
+
+
 def test_static_gives_a_team_unchanged_since_its_heads_failed_the_same_reasons_as_afresh() -> None:
     """Under `static` a team whose heads all failed on its own quota is not examined again while
     `team_version` stands: its reasons are the last cycle's, and they are what a cycle that
