@@ -473,6 +473,31 @@ def test_kueue_may_preempt_a_requeued_victim_again_at_the_same_instant() -> None
     assert preempted_at_30(EngineConfig.commons()) == ["gang"]
 
 
+def test_static_examines_again_a_head_that_failed_on_the_nodes_in_its_second_pool() -> None:
+    """Found by hypothesis: under `static` a team's heads are skipped while it is unchanged only if
+    they failed on its own quota. The reason given is the first pool's ("the most team a may ever
+    hold in pool small is 0 GPUs"), but in its second pool the 5-GPU gang waited for two whole
+    nodes that team b held. When b's task ended, a was unchanged, and the gang waited forever."""
+    from gpucommons.testing.strategies import Job, MiniSim
+
+    policy = (
+        make_policy()
+        .pool("big", nodes=3, gpus_per_node=4)
+        .pool("small", nodes=1, gpus_per_node=2)
+        .team("a", small=0, big=5)
+        .team("b", big=5)
+        .build()
+    )
+    jobs = [
+        Job(T("a1").team("a").gpus(1).pools("big").seq(0).obj(), 0, 30),
+        Job(T("b_gang").team("b").gpus(5).seq(1).obj(), 0, 60),
+        Job(T("a2").team("a").gpus(1).seq(2).obj(), 0, 30),
+        Job(T("a_gang").team("a").gpus(5).seq(3).obj(), 0, 30),
+    ]
+    result = MiniSim(policy, EngineConfig.static_partition()).run(jobs)
+    assert result.finished == 4
+
+
 def test_static_gives_a_team_unchanged_since_its_heads_failed_the_same_reasons_as_afresh() -> None:
     """Under `static` a team whose heads all failed on its own quota is not examined again while
     `team_version` stands: its reasons are the last cycle's, and they are what a cycle that
