@@ -52,12 +52,12 @@ from gpucommons.engine.reasons import (
     admitted_message,
     budget_reason,
     deferred_message,
-    gate_sentence,
     inherited_reason,
     never_fits_limit,
     pending_reason,
     preempt_message,
     waiting_message,
+    with_gate,
 )
 from gpucommons.engine.state import ClusterState, queue_key
 from gpucommons.engine.types import (
@@ -418,7 +418,7 @@ class _Scheduler:
         reason = pending_reason(cy, task, pools[0])
         gate = preemption_gate(cy, task, pools[0], self.fair)
         if gate is not None and reason.code is not PendingCode.NEVER_FITS:
-            reason = Pending(reason.code, reason.message + "; " + gate_sentence(cy, task, pools[0], gate))
+            reason = with_gate(cy, task, pools[0], gate, reason)
         cursor.own_quota_only = (
             own_quota_only
             and not is_waiting
@@ -542,7 +542,9 @@ class _Scheduler:
                 continue
             self._hold_claim(task, pool, placement)
             cy.taken.add(task.id)
-            self.pending[task.id] = Pending(PendingCode.WAITING_FOR_PREEMPTION, deferred_message(plans.ids))
+            self.pending[task.id] = Pending.later(
+                PendingCode.WAITING_FOR_PREEMPTION, deferred_message, (tuple(plans.ids),)
+            )
             return True
         return False
 
@@ -774,6 +776,6 @@ class _Scheduler:
                     )
                 )
         cy.taken.add(task.id)
-        self.pending[task.id] = Pending(
-            PendingCode.WAITING_FOR_PREEMPTION, waiting_message([rt.task.id for rt in victims])
+        self.pending[task.id] = Pending.later(
+            PendingCode.WAITING_FOR_PREEMPTION, waiting_message, (tuple(rt.task.id for rt in victims),)
         )

@@ -9,6 +9,7 @@ Fields may be added (with defaults); none may be renamed: sim and server rely on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -173,15 +174,58 @@ class PendingCode(StrEnum):
     CLUSTER_ADMISSION = "cluster_admission"
 
 
-@dataclass(frozen=True, slots=True)
 class Pending:
+    """Why a task waits: a code, and the same in a sentence for a person (`message`).
+
+    The sentence is given ready-made, or (`Pending.later`) as a function and the values it needs,
+    formatted the first time `message` is read. A cycle writes a reason for every head that fails
+    (a replay of the Philly trace a million of them) and almost none is ever read: the simulator
+    reports only the last ones, the server those it shows. The values are captured when the reason
+    is written (numbers, names, immutable `Resources`, other reasons), never live state, so the
+    sentence is the one formatting at once would have given. Immutable; equal and hashed by
+    (code, message), as the frozen dataclass it replaces.
+    """
+
     code: PendingCode
-    message: str
+    _message: str | None
+    _render: Callable[..., str] | None
+    _args: tuple[object, ...]
 
     def __init__(self, code: PendingCode, message: str) -> None:
-        # By hand, as `Resources.__init__`: a cycle writes one for every waiting head.
-        object.__setattr__(self, "code", code)
-        object.__setattr__(self, "message", message)
+        self.code = code
+        self._message = message
+        self._render = None
+        self._args = ()
+
+    @staticmethod
+    def later(code: PendingCode, render: Callable[..., str], args: tuple[object, ...]) -> Pending:
+        """A reason whose sentence is `render(*args)`, formatted when first read."""
+        reason = Pending(code, "")
+        reason._message = None
+        reason._render = render
+        reason._args = args
+        return reason
+
+    @property
+    def message(self) -> str:
+        text = self._message
+        if text is None:
+            render = self._render
+            assert render is not None
+            text = self._message = render(*self._args)
+            self._render, self._args = None, ()  # the values are no longer needed
+        return text
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pending):
+            return NotImplemented
+        return self.code == other.code and self.message == other.message
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+    def __repr__(self) -> str:
+        return f"Pending(code={self.code!r}, message={self.message!r})"
 
 
 @dataclass(frozen=True, slots=True)
