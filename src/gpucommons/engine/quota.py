@@ -434,6 +434,17 @@ class QuotaTree:
             return ZERO
         return self._parent_available(team, pool)
 
+    def cohort_idle_gpus(self, team: str, pool: str) -> int:
+        """`cohort_idle(team, pool).gpus`; without cohort limits, read off the root's quota and
+        usage (no `Resources` built: the reason of a head that fails asks it every cycle)."""
+        chain = self._ancestors.get(team)
+        if not chain:
+            return 0
+        if self._cohort_limits:
+            return self._parent_available(team, pool).gpus
+        rk = (chain[-1], pool)
+        return self.subtree_quota[rk].gpus - self.cohort_usage[rk].gpus
+
     def borrowing(self, team: str, pool: str) -> Resources:
         """Usage above nominal (what the team borrows from the cohort)."""
         q = self.quotas.get((team, pool))

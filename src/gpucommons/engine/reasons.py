@@ -53,12 +53,14 @@ def pending_reason(cy: Cycle, task: TaskRequest, pool: str) -> Pending:
     uses = (team, used.gpus, q.nominal.gpus, gpu)
     if cy.isolated or cy.quota.team_parent.get(team) is None:
         return Pending.later(PendingCode.QUOTA_EXHAUSTED, _no_borrowing_text, (uses, req.gpus, cy.isolated))
-    bl = q.borrow_limit
-    if not (used + req).fits_in(q.nominal + bl):
+    # `(used + req).fits_in(limit)` in integers: a head that fails gets here every cycle.
+    bl, n = q.borrow_limit, q.nominal
+    g, c, m = used.gpus + req.gpus, used.cpu_milli + req.cpu_milli, used.memory_mib + req.memory_mib
+    if not (g <= n.gpus + bl.gpus and c <= n.cpu_milli + bl.cpu_milli and m <= n.memory_mib + bl.memory_mib):
         return Pending.later(PendingCode.QUOTA_EXHAUSTED, _borrow_limit_text, (uses, req.gpus, bl.gpus))
     cohort = cy.quota.team_parent.get(team)
-    idle = max(0, cy.quota.cohort_idle(team, pool).gpus)
-    if (used + req).fits_in(q.nominal):
+    idle = max(0, cy.quota.cohort_idle_gpus(team, pool))
+    if g <= n.gpus and c <= n.cpu_milli and m <= n.memory_mib:
         return Pending.later(PendingCode.NO_IDLE_TO_BORROW, _quota_lent_text, (uses, cohort, idle, req.gpus))
     return Pending.later(PendingCode.NO_IDLE_TO_BORROW, _no_idle_text, (uses, cohort, idle, req.gpus))
 

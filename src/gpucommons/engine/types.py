@@ -64,6 +64,24 @@ class TaskRequest:
         object.__setattr__(self, "preemptible", preemptible)
         object.__setattr__(self, "checkpointed", checkpointed)
 
+    # The copies the state makes, written out rather than `dataclasses.replace`, which inspects the
+    # fields in Python at every call (each preemption, each requeue). Every field is passed on.
+
+    def queued_again(self, queued_at: float) -> TaskRequest:
+        """The same task, back in its queue at `queued_at`."""
+        return TaskRequest(
+            self.id,
+            self.team,
+            self.resources,
+            self.priority,
+            self.priority_class,
+            self.seq,
+            queued_at,
+            self.pools,
+            self.preemptible,
+            self.checkpointed,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSlice:
@@ -127,6 +145,16 @@ class RunningTask:
         object.__setattr__(self, "preempting", preempting)
         object.__setattr__(self, "unsaved_gpu_s", unsaved_gpu_s)
 
+    # Copies written out rather than `dataclasses.replace` (see `TaskRequest.queued_again`).
+
+    def marked_preempting(self) -> RunningTask:
+        """The same task, being preempted."""
+        return RunningTask(self.task, self.admission, self.admitted_at, True, self.unsaved_gpu_s)
+
+    def with_unsaved_work(self, unsaved_gpu_s: float) -> RunningTask:
+        """The same task with `unsaved_gpu_s` of work since its last saved state."""
+        return RunningTask(self.task, self.admission, self.admitted_at, self.preempting, unsaved_gpu_s)
+
 
 class PreemptReason(StrEnum):
     WITHIN_TEAM = "within_team"
@@ -156,6 +184,13 @@ class Preempt:
     preemptor_id: str
     reason: PreemptReason
     message: str = ""
+
+    def __init__(self, victim_id: str, preemptor_id: str, reason: PreemptReason, message: str = "") -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "victim_id", victim_id)
+        object.__setattr__(self, "preemptor_id", preemptor_id)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "message", message)
 
 
 class PendingCode(StrEnum):
