@@ -46,7 +46,13 @@ from gpucommons.engine.consolidation import plan_consolidation, tasks_by_node
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share
 from gpucommons.engine.placement import PoolNodes
-from gpucommons.engine.preemption import Target, get_targets, may_find_candidates, preemption_gate
+from gpucommons.engine.preemption import (
+    Target,
+    get_targets,
+    may_find_candidates,
+    preemption_gate,
+    targets_of_candidates,
+)
 from gpucommons.engine.quota import UsageView
 from gpucommons.engine.reasons import (
     admitted_message,
@@ -562,7 +568,7 @@ class _Scheduler:
             if never_fits_limit(cy, task, pool) is not None:
                 continue
             mark = self._plan_view(pool)
-            targets = get_targets(cy, task, pool, self.fair)
+            targets = targets_of_candidates(cy, task, pool, self.fair)
             rank = (0, 0)
             if targets:
                 for t in targets:
