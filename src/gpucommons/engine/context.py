@@ -198,6 +198,10 @@ class Cycle:
             return None
         if not allow_borrowing and not self.within_nominal(team, pool, req):
             return None
+        return self.place(team, pool, req)
+
+    def place(self, team: str, pool: str, req: Resources) -> tuple[NodeSlice, ...] | None:
+        """`fits` for a request its quota is known to allow (borrowing allowed): where it goes."""
         if self.config.node_placement:
             return self.state.nodes.find(team, pool, req.gpus, self.config.placement is Placement.SPREAD)
         return ()

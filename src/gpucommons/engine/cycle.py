@@ -401,8 +401,12 @@ class _Scheduler:
         if is_waiting and self._resume_waiting(task):
             self._after_preemption(cursor)
             return
-        for pool in pools:
-            placement = cy.fits(task.team, pool, task.resources)
+        # Whether quota allows the request in each pool: asked once, as the state is the same for
+        # the steps below until the head goes (each rolls back what it tried) — a head that fails
+        # would otherwise ask it again for consolidation and for its reason.
+        allowed = [cy.quota.allows(task.team, pool, task.resources, cy.isolated) for pool in pools]
+        for i, pool in enumerate(pools):
+            placement = cy.place(task.team, pool, task.resources) if allowed[i] else None
             if placement is not None:
                 self._admit(task, pool, placement)
                 if cy.config.multi_admit:
@@ -418,10 +422,10 @@ class _Scheduler:
             self._reserve(task, best[0], [], best[1])
             self._after_preemption(cursor)
             return
-        if self._consolidate(task, pools):
+        if self._consolidate(task, pools, allowed):
             self._after_preemption(cursor)
             return
-        reason = pending_reason(cy, task, pools[0])
+        reason = pending_reason(cy, task, pools[0], allowed[0])
         gate = preemption_gate(cy, task, pools[0], self.fair)
         if gate is not None and reason.code is not PendingCode.NEVER_FITS:
             reason = with_gate(cy, task, pools[0], gate, reason)
@@ -582,15 +586,15 @@ class _Scheduler:
                     break  # nothing ranks better
         return (best[1], best[2]) if best is not None else None
 
-    def _consolidate(self, task: TaskRequest, pools: list[str]) -> bool:
-        """Move cheap tasks so that a head its quota allows, but no node holds, fits
-        (engine/consolidation.py); the head then waits for them like any preemptor."""
+    def _consolidate(self, task: TaskRequest, pools: list[str], allowed: list[bool]) -> bool:
+        """Move cheap tasks so that a head its quota allows (`allowed`, per pool), but no node
+        holds, fits (engine/consolidation.py); the head then waits for them like any preemptor."""
         cy = self.cy
         if not cy.config.consolidation or not cy.config.node_placement:
             return False
         partition = cy.state.nodes.partition
-        for pool in pools:
-            if not cy.quota.allows(task.team, pool, task.resources, cy.isolated):
+        for i, pool in enumerate(pools):
+            if not allowed[i]:
                 continue
             scope = (pool, partition.get(task.team, ""))
             failed = self._no_room.get(scope)

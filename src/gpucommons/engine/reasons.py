@@ -29,8 +29,9 @@ def never_fits_limit(cy: Cycle, task: TaskRequest, pool: str) -> Resources | Non
     return None if task.resources.fits_in(most) else most
 
 
-def pending_reason(cy: Cycle, task: TaskRequest, pool: str) -> Pending:
-    """Why `task` cannot be admitted in `pool` right now (without preemption).
+def pending_reason(cy: Cycle, task: TaskRequest, pool: str, allowed: bool | None = None) -> Pending:
+    """Why `task` cannot be admitted in `pool` right now (without preemption). `allowed`: whether
+    quota allows the request there, if the caller has just asked.
 
     The code is decided here; the sentence is formatted only if read (`Pending.later`), from the
     numbers as they are now."""
@@ -42,7 +43,9 @@ def pending_reason(cy: Cycle, task: TaskRequest, pool: str) -> Pending:
     if most is not None:
         return Pending.later(PendingCode.NEVER_FITS, _never_fits_text, (team, pool, req, most))
     gpu = cy.gpu_type(pool)
-    if cy.quota.allows(team, pool, req, cy.isolated):
+    if allowed is None:
+        allowed = cy.quota.allows(team, pool, req, cy.isolated)
+    if allowed:
         pool_obj = cy.pool(pool)
         gpn = pool_obj.gpus_per_node if pool_obj is not None else 0
         if gpn and req.gpus > gpn:
