@@ -198,6 +198,10 @@ class Cycle:
             return None
         if not allow_borrowing and not self.within_nominal(team, pool, req):
             return None
+        return self.place(team, pool, req)
+
+    def place(self, team: str, pool: str, req: Resources) -> tuple[NodeSlice, ...] | None:
+        """`fits` for a request its quota is known to allow (borrowing allowed): where it goes."""
         if self.config.node_placement:
             return self.state.nodes.find(team, pool, req.gpus, self.config.placement is Placement.SPREAD)
         return ()
@@ -211,14 +215,15 @@ class Cycle:
         if q is None:
             return False
         u = self.quota.usage[(team, pool)]
+        g, c, m = u.gpus, u.cpu_milli, u.memory_mib
         added = self.added.get((team, pool))
-        if added is not None:
-            u = u - added
+        if added is not None:  # in integers: the victim search asks it of every team it reaches
+            g, c, m = g - added.gpus, c - added.cpu_milli, m - added.memory_mib
         n = q.nominal
         return (
-            (components.gpus > 0 and u.gpus > n.gpus)
-            or (components.cpu_milli > 0 and u.cpu_milli > n.cpu_milli)
-            or (components.memory_mib > 0 and u.memory_mib > n.memory_mib)
+            (components.gpus > 0 and g > n.gpus)
+            or (components.cpu_milli > 0 and c > n.cpu_milli)
+            or (components.memory_mib > 0 and m > n.memory_mib)
         )
 
     def add_held(self, team: str, pool: str, req: Resources, placement: tuple[NodeSlice, ...]) -> None:

@@ -46,18 +46,24 @@ from gpucommons.engine.consolidation import plan_consolidation, tasks_by_node
 from gpucommons.engine.context import Cycle
 from gpucommons.engine.fairshare import dominant_share
 from gpucommons.engine.placement import PoolNodes
-from gpucommons.engine.preemption import Target, get_targets, may_find_candidates, preemption_gate
+from gpucommons.engine.preemption import (
+    Target,
+    get_targets,
+    may_find_candidates,
+    preemption_gate,
+    targets_of_candidates,
+)
 from gpucommons.engine.quota import UsageView
 from gpucommons.engine.reasons import (
     admitted_message,
     budget_reason,
     deferred_message,
-    gate_sentence,
     inherited_reason,
     never_fits_limit,
     pending_reason,
     preempt_message,
     waiting_message,
+    with_gate,
 )
 from gpucommons.engine.state import ClusterState, queue_key
 from gpucommons.engine.types import (
@@ -395,8 +401,12 @@ class _Scheduler:
         if is_waiting and self._resume_waiting(task):
             self._after_preemption(cursor)
             return
-        for pool in pools:
-            placement = cy.fits(task.team, pool, task.resources)
+        # Whether quota allows the request in each pool: asked once, as the state is the same for
+        # the steps below until the head goes (each rolls back what it tried) — a head that fails
+        # would otherwise ask it again for consolidation and for its reason.
+        allowed = [cy.quota.allows(task.team, pool, task.resources, cy.isolated) for pool in pools]
+        for i, pool in enumerate(pools):
+            placement = cy.place(task.team, pool, task.resources) if allowed[i] else None
             if placement is not None:
                 self._admit(task, pool, placement)
                 if cy.config.multi_admit:
@@ -412,13 +422,13 @@ class _Scheduler:
             self._reserve(task, best[0], [], best[1])
             self._after_preemption(cursor)
             return
-        if self._consolidate(task, pools):
+        if self._consolidate(task, pools, allowed):
             self._after_preemption(cursor)
             return
-        reason = pending_reason(cy, task, pools[0])
+        reason = pending_reason(cy, task, pools[0], allowed[0])
         gate = preemption_gate(cy, task, pools[0], self.fair)
         if gate is not None and reason.code is not PendingCode.NEVER_FITS:
-            reason = Pending(reason.code, reason.message + "; " + gate_sentence(cy, task, pools[0], gate))
+            reason = with_gate(cy, task, pools[0], gate, reason)
         cursor.own_quota_only = (
             own_quota_only
             and not is_waiting
@@ -550,7 +560,9 @@ class _Scheduler:
                 continue
             self._hold_claim(task, pool, placement)
             cy.taken.add(task.id)
-            self.pending[task.id] = Pending(PendingCode.WAITING_FOR_PREEMPTION, deferred_message(plans.ids))
+            self.pending[task.id] = Pending.later(
+                PendingCode.WAITING_FOR_PREEMPTION, deferred_message, (tuple(plans.ids),)
+            )
             return True
         return False
 
@@ -568,7 +580,7 @@ class _Scheduler:
             if never_fits_limit(cy, task, pool) is not None:
                 continue
             mark = self._plan_view(pool)
-            targets = get_targets(cy, task, pool, self.fair)
+            targets = targets_of_candidates(cy, task, pool, self.fair)
             rank = (0, 0)
             if targets:
                 for t in targets:
@@ -582,15 +594,15 @@ class _Scheduler:
                     break  # nothing ranks better
         return (best[1], best[2]) if best is not None else None
 
-    def _consolidate(self, task: TaskRequest, pools: list[str]) -> bool:
-        """Move cheap tasks so that a head its quota allows, but no node holds, fits
-        (engine/consolidation.py); the head then waits for them like any preemptor."""
+    def _consolidate(self, task: TaskRequest, pools: list[str], allowed: list[bool]) -> bool:
+        """Move cheap tasks so that a head its quota allows (`allowed`, per pool), but no node
+        holds, fits (engine/consolidation.py); the head then waits for them like any preemptor."""
         cy = self.cy
         if not cy.config.consolidation or not cy.config.node_placement:
             return False
         partition = cy.state.nodes.partition
-        for pool in pools:
-            if not cy.quota.allows(task.team, pool, task.resources, cy.isolated):
+        for i, pool in enumerate(pools):
+            if not allowed[i]:
                 continue
             scope = (pool, partition.get(task.team, ""))
             failed = self._no_room.get(scope)
@@ -782,6 +794,6 @@ class _Scheduler:
                     )
                 )
         cy.taken.add(task.id)
-        self.pending[task.id] = Pending(
-            PendingCode.WAITING_FOR_PREEMPTION, waiting_message([rt.task.id for rt in victims])
+        self.pending[task.id] = Pending.later(
+            PendingCode.WAITING_FOR_PREEMPTION, waiting_message, (tuple(rt.task.id for rt in victims),)
         )

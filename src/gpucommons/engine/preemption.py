@@ -80,15 +80,11 @@ class Preemptor:
 def needed_components(cy: Cycle, task: TaskRequest, pool: str) -> Resources:
     """Components where the request exceeds what is available; all requested ones if none do
     (then only node placement is short)."""
-    avail = cy.quota.available(task.team, pool, cy.isolated)
+    gpus, cpu_milli, memory_mib = cy.quota.available_parts(task.team, pool, cy.isolated)
     req = task.resources
-    short = Resources(
-        int(req.gpus > avail.gpus),
-        int(req.cpu_milli > avail.cpu_milli),
-        int(req.memory_mib > avail.memory_mib),
-    )
-    if short.any_positive():
-        return short
+    short_g, short_c, short_m = req.gpus > gpus, req.cpu_milli > cpu_milli, req.memory_mib > memory_mib
+    if short_g or short_c or short_m:
+        return Resources(int(short_g), int(short_c), int(short_m))
     return Resources(int(req.gpus > 0), int(req.cpu_milli > 0), int(req.memory_mib > 0))
 
 
@@ -586,14 +582,14 @@ def preemption_gate(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -
     req, nominal = task.resources, q.nominal
     if req.fits_in(nominal):
         return None  # within nominal quota in every component: the gate is open whatever is available
-    avail = cy.quota.available(task.team, pool, cy.isolated)
+    gpus, cpu_milli, memory_mib = cy.quota.available_parts(task.team, pool, cy.isolated)
     # Component by component, written out: this runs for every head that fails, every cycle, and
     # `getattr` by name is a generic lookup in compiled code.
-    if _gate_stops(cy, task, pool, "gpus", req.gpus, avail.gpus, nominal.gpus):
+    if _gate_stops(cy, task, pool, "gpus", req.gpus, gpus, nominal.gpus):
         return "gpus"
-    if _gate_stops(cy, task, pool, "cpu_milli", req.cpu_milli, avail.cpu_milli, nominal.cpu_milli):
+    if _gate_stops(cy, task, pool, "cpu_milli", req.cpu_milli, cpu_milli, nominal.cpu_milli):
         return "cpu_milli"
-    if _gate_stops(cy, task, pool, "memory_mib", req.memory_mib, avail.memory_mib, nominal.memory_mib):
+    if _gate_stops(cy, task, pool, "memory_mib", req.memory_mib, memory_mib, nominal.memory_mib):
         return "memory_mib"
     return None
 
@@ -614,6 +610,13 @@ def get_targets(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> li
     hierarchical reclaim or `borrow_within_cohort` allows it."""
     if not may_find_candidates(cy, task):
         return None  # nobody could be a candidate: spare the per-pool arithmetic below
+    return targets_of_candidates(cy, task, pool, fair_share)
+
+
+def targets_of_candidates(cy: Cycle, task: TaskRequest, pool: str, fair_share: bool) -> list[Target] | None:
+    """`get_targets` once `may_find_candidates(cy, task)` is known to hold: it depends on the
+    policy and on what runs, not on the pool or on what-if changes, so a caller that tries every
+    pool of a head asks it once."""
     if preemption_gate(cy, task, pool, fair_share) is not None:
         return None
     p = Preemptor(task, pool, needed_components(cy, task, pool))

@@ -371,6 +371,16 @@ class QuotaTree:
             parent_avail = parent_avail.min(q.lendable - used_in_parent + q.borrow_limit)
         return _pos(q.guaranteed - used) + parent_avail
 
+    def available_parts(self, team: str, pool: str, isolated: bool = False) -> tuple[int, int, int]:
+        """`available` as (gpus, cpu_milli, memory_mib), without building a `Resources` in its
+        common case: the victim search asks it of every head that fails."""
+        key = (team, pool)
+        shared = None if isolated else self._shared.get(key)
+        if shared is not None:
+            return self._shared_available(key, shared)
+        avail = self.available(team, pool, isolated)
+        return avail.gpus, avail.cpu_milli, avail.memory_mib
+
     def allows(self, team: str, pool: str, req: Resources, isolated: bool = False) -> bool:
         """`req.fits_in(self.available(team, pool, isolated))`, in integers where `available`
         takes its common case (no `Resources` built: every fit check of every cycle asks it)."""
@@ -433,6 +443,17 @@ class QuotaTree:
         if not self._ancestors.get(team):
             return ZERO
         return self._parent_available(team, pool)
+
+    def cohort_idle_gpus(self, team: str, pool: str) -> int:
+        """`cohort_idle(team, pool).gpus`; without cohort limits, read off the root's quota and
+        usage (no `Resources` built: the reason of a head that fails asks it every cycle)."""
+        chain = self._ancestors.get(team)
+        if not chain:
+            return 0
+        if self._cohort_limits:
+            return self._parent_available(team, pool).gpus
+        rk = (chain[-1], pool)
+        return self.subtree_quota[rk].gpus - self.cohort_usage[rk].gpus
 
     def borrowing(self, team: str, pool: str) -> Resources:
         """Usage above nominal (what the team borrows from the cohort)."""

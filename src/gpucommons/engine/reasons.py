@@ -6,6 +6,8 @@ the pool's GPU type, the numbers, and the rule that applied.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpucommons.domain.model import SchedulingMode
 from gpucommons.domain.money import format_cents
 from gpucommons.domain.resources import UNLIMITED, Resources
@@ -27,63 +29,98 @@ def never_fits_limit(cy: Cycle, task: TaskRequest, pool: str) -> Resources | Non
     return None if task.resources.fits_in(most) else most
 
 
-def pending_reason(cy: Cycle, task: TaskRequest, pool: str) -> Pending:
-    """Why `task` cannot be admitted in `pool` right now (without preemption)."""
-    team, req, gpu = task.team, task.resources, cy.gpu_type(pool)
+def pending_reason(cy: Cycle, task: TaskRequest, pool: str, allowed: bool | None = None) -> Pending:
+    """Why `task` cannot be admitted in `pool` right now (without preemption). `allowed`: whether
+    quota allows the request there, if the caller has just asked.
+
+    The code is decided here; the sentence is formatted only if read (`Pending.later`), from the
+    numbers as they are now."""
+    team, req = task.team, task.resources
     q = cy.quota.quota(team, pool)
     if q is None:
-        return Pending(PendingCode.UNKNOWN_POOL, f"team {team} has no quota in pool {pool}")
+        return Pending.later(PendingCode.UNKNOWN_POOL, _no_quota_text, (team, pool))
     most = never_fits_limit(cy, task, pool)
     if most is not None:
-        return Pending(
-            PendingCode.NEVER_FITS,
-            f"needs {_res(req)} but the most team {team} may ever hold in pool {pool} is {_res(most)}",
-        )
-    used = cy.quota.usage[(team, pool)]
-    if cy.quota.allows(team, pool, req, cy.isolated):
+        return Pending.later(PendingCode.NEVER_FITS, _never_fits_text, (team, pool, req, most))
+    gpu = cy.gpu_type(pool)
+    if allowed is None:
+        allowed = cy.quota.allows(team, pool, req, cy.isolated)
+    if allowed:
         pool_obj = cy.pool(pool)
         gpn = pool_obj.gpus_per_node if pool_obj is not None else 0
         if gpn and req.gpus > gpn:
-            need = -(-req.gpus // gpn)
-            return Pending(
-                PendingCode.NO_NODE_FITS,
-                f"quota allows it, but it needs {need} whole free {gpu} nodes and fewer are free",
-            )
+            return Pending.later(PendingCode.NO_NODE_FITS, _whole_nodes_text, (-(-req.gpus // gpn), gpu))
         block = cy.state.nodes.largest_free_block(team, pool)
-        return Pending(
-            PendingCode.NO_NODE_FITS,
-            f"quota allows it, but no {gpu} node has {_gpus(req.gpus)} free together "
-            f"(the largest free block is {block})",
-        )
-    uses = f"team {team} uses {used.gpus}/{q.nominal.gpus} {gpu} GPUs"
+        return Pending.later(PendingCode.NO_NODE_FITS, _fragmented_text, (gpu, req.gpus, block))
+    used = cy.quota.usage[(team, pool)]
+    uses = (team, used.gpus, q.nominal.gpus, gpu)
     if cy.isolated or cy.quota.team_parent.get(team) is None:
-        why = "the static engine" if cy.isolated else "a dedicated team"
-        return Pending(
-            PendingCode.QUOTA_EXHAUSTED,
-            f"{uses} and needs {_gpus(req.gpus)}; {why} never borrows beyond its nominal quota",
-        )
-    bl = q.borrow_limit
-    over_limit = not (used + req).fits_in(q.nominal + bl)
-    if over_limit:
-        if bl.gpus == 0:
-            tail = "and may not borrow"
-        elif bl.gpus >= UNLIMITED:
-            tail = "and has reached its borrow limit"
-        else:
-            tail = f"and has reached its borrow limit of {bl.gpus}"
-        return Pending(PendingCode.QUOTA_EXHAUSTED, f"{uses} {tail}; needs {_gpus(req.gpus)} more")
+        return Pending.later(PendingCode.QUOTA_EXHAUSTED, _no_borrowing_text, (uses, req.gpus, cy.isolated))
+    # `(used + req).fits_in(limit)` in integers: a head that fails gets here every cycle.
+    bl, n = q.borrow_limit, q.nominal
+    g, c, m = used.gpus + req.gpus, used.cpu_milli + req.cpu_milli, used.memory_mib + req.memory_mib
+    if not (g <= n.gpus + bl.gpus and c <= n.cpu_milli + bl.cpu_milli and m <= n.memory_mib + bl.memory_mib):
+        return Pending.later(PendingCode.QUOTA_EXHAUSTED, _borrow_limit_text, (uses, req.gpus, bl.gpus))
     cohort = cy.quota.team_parent.get(team)
-    idle = cy.quota.cohort_idle(team, pool)
-    if (used + req).fits_in(q.nominal):
-        return Pending(
-            PendingCode.NO_IDLE_TO_BORROW,
-            f"{uses}; the rest of its quota is lent out and cohort {cohort} has only "
-            f"{max(0, idle.gpus)} idle {gpu} GPUs for a request of {req.gpus}",
-        )
-    return Pending(
-        PendingCode.NO_IDLE_TO_BORROW,
-        f"no idle {gpu} left to borrow in cohort {cohort} ({uses}, needs {_gpus(req.gpus)}, "
-        f"{max(0, idle.gpus)} idle)",
+    idle = max(0, cy.quota.cohort_idle_gpus(team, pool))
+    if g <= n.gpus and c <= n.cpu_milli and m <= n.memory_mib:
+        return Pending.later(PendingCode.NO_IDLE_TO_BORROW, _quota_lent_text, (uses, cohort, idle, req.gpus))
+    return Pending.later(PendingCode.NO_IDLE_TO_BORROW, _no_idle_text, (uses, cohort, idle, req.gpus))
+
+
+# The sentences of `pending_reason`, one function each, given the values it captured.
+
+
+def _no_quota_text(team: str, pool: str) -> str:
+    return f"team {team} has no quota in pool {pool}"
+
+
+def _never_fits_text(team: str, pool: str, req: Resources, most: Resources) -> str:
+    return f"needs {_res(req)} but the most team {team} may ever hold in pool {pool} is {_res(most)}"
+
+
+def _whole_nodes_text(need: int, gpu: str) -> str:
+    return f"quota allows it, but it needs {need} whole free {gpu} nodes and fewer are free"
+
+
+def _fragmented_text(gpu: str, gpus: int, block: int) -> str:
+    return (
+        f"quota allows it, but no {gpu} node has {_gpus(gpus)} free together "
+        f"(the largest free block is {block})"
+    )
+
+
+def _uses_text(uses: tuple[str, int, int, str]) -> str:
+    team, used, nominal, gpu = uses
+    return f"team {team} uses {used}/{nominal} {gpu} GPUs"
+
+
+def _no_borrowing_text(uses: tuple[str, int, int, str], gpus: int, isolated: bool) -> str:
+    why = "the static engine" if isolated else "a dedicated team"
+    return f"{_uses_text(uses)} and needs {_gpus(gpus)}; {why} never borrows beyond its nominal quota"
+
+
+def _borrow_limit_text(uses: tuple[str, int, int, str], gpus: int, limit: int) -> str:
+    if limit == 0:
+        tail = "and may not borrow"
+    elif limit >= UNLIMITED:
+        tail = "and has reached its borrow limit"
+    else:
+        tail = f"and has reached its borrow limit of {limit}"
+    return f"{_uses_text(uses)} {tail}; needs {_gpus(gpus)} more"
+
+
+def _quota_lent_text(uses: tuple[str, int, int, str], cohort: str | None, idle: int, gpus: int) -> str:
+    return (
+        f"{_uses_text(uses)}; the rest of its quota is lent out and cohort {cohort} has only "
+        f"{idle} idle {uses[3]} GPUs for a request of {gpus}"
+    )
+
+
+def _no_idle_text(uses: tuple[str, int, int, str], cohort: str | None, idle: int, gpus: int) -> str:
+    return (
+        f"no idle {uses[3]} left to borrow in cohort {cohort} ({_uses_text(uses)}, needs {_gpus(gpus)}, "
+        f"{idle} idle)"
     )
 
 
@@ -154,22 +191,45 @@ _COMPONENT_NAMES = {"gpus": "GPUs", "cpu_milli": "CPU", "memory_mib": "memory"}
 
 def gate_sentence(cy: Cycle, task: TaskRequest, pool: str, component: str) -> str:
     """Why a task above its team's nominal quota may not preempt (Kueue's flavor-assigner gate)."""
+    return _gate_text(*_gate_values(cy, task, pool, component))
+
+
+def with_gate(cy: Cycle, task: TaskRequest, pool: str, component: str, reason: Pending) -> Pending:
+    """`reason` followed by `gate_sentence`, formatted when read."""
+    return Pending.later(reason.code, _with_gate_text, (reason, _gate_values(cy, task, pool, component)))
+
+
+#: What `gate_sentence` says, captured: request, component, team, pool, nominal quota, fair share.
+_GateValues = tuple[Resources, str, str, str, Resources | None, bool]
+
+
+def _gate_values(cy: Cycle, task: TaskRequest, pool: str, component: str) -> _GateValues:
     q = cy.quota.quota(task.team, pool)
-    nominal = q.nominal.describe() if q is not None else "0"
+    fair = cy.policy.scheduling.mode is SchedulingMode.FAIR_SHARE
+    return (task.resources, component, task.team, pool, q.nominal if q is not None else None, fair)
+
+
+def _gate_text(
+    req: Resources, component: str, team: str, pool: str, nominal: Resources | None, fair: bool
+) -> str:
     return (
-        f"it asks for {_res(task.resources)}, more {_COMPONENT_NAMES.get(component, component)} than "
-        f"team {task.team}'s nominal quota of {nominal} in pool {pool}, so it may not preempt "
-        "(borrow_within_cohort is never"
-        + (" and so is reclaim)" if cy.policy.scheduling.mode is SchedulingMode.FAIR_SHARE else ")")
+        f"it asks for {_res(req)}, more {_COMPONENT_NAMES.get(component, component)} than "
+        f"team {team}'s nominal quota of {nominal.describe() if nominal is not None else '0'} in pool "
+        f"{pool}, so it may not preempt (borrow_within_cohort is never"
+        + (" and so is reclaim)" if fair else ")")
     )
 
 
-def deferred_message(victims: list[str]) -> str:
+def _with_gate_text(reason: Pending, gate: _GateValues) -> str:
+    return reason.message + "; " + _gate_text(*gate)
+
+
+def deferred_message(victims: Sequence[str]) -> str:
     shown = ", ".join(sorted(victims)[:5]) + (" …" if len(victims) > 5 else "")
     return f"fits once {len(victims)} task(s) preempted for others stop: {shown}"
 
 
-def waiting_message(victims: list[str]) -> str:
+def waiting_message(victims: Sequence[str]) -> str:
     shown = ", ".join(sorted(victims)[:5]) + (" …" if len(victims) > 5 else "")
     return f"waiting for {len(victims)} preempted task(s) to stop: {shown}"
 
@@ -180,4 +240,8 @@ INHERITED = "waits like "
 
 def inherited_reason(task_id: str, why: Pending) -> Pending:
     """The reason of a task that asks at least what `task_id` asked and so waits for its cause."""
-    return Pending(why.code, f"{INHERITED}{task_id}, which asks no more: {why.message}")
+    return Pending.later(why.code, _inherited_text, (task_id, why))
+
+
+def _inherited_text(task_id: str, why: Pending) -> str:
+    return f"{INHERITED}{task_id}, which asks no more: {why.message}"

@@ -18,7 +18,6 @@ Lifecycle, as the caller applies `Decisions`:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -44,6 +43,15 @@ def queue_key(task: TaskRequest) -> QueueKey:
 def pending_key(task: TaskRequest) -> tuple[str, str]:
     """How the views group a pending task: its team and the one pool it asked for ("" = any)."""
     return task.team, task.pools[0] if len(task.pools) == 1 else ""
+
+
+def _counter(counters: dict[str, Counter[int]], team: str) -> Counter[int]:
+    """The team's counter, made on first use: `setdefault(team, Counter())` would build (in
+    Python, `Counter` is not compiled) a counter thrown away at every admission and queued task."""
+    found = counters.get(team)
+    if found is None:
+        found = counters[team] = Counter()
+    return found
 
 
 class ClusterState:
@@ -162,7 +170,7 @@ class ClusterState:
         self._pending[task.id] = task
         self._touch(task.team)
         insort(self._queues.setdefault(task.team, []), (*queue_key(task), task.id))
-        self._queue_gpus.setdefault(task.team, Counter())[task.resources.gpus] += 1
+        _counter(self._queue_gpus, task.team)[task.resources.gpus] += 1
         least = self._min_queue_gpus.get(task.team)
         if least is None or task.resources.gpus < least:
             self._min_queue_gpus[task.team] = task.resources.gpus
@@ -219,7 +227,7 @@ class ClusterState:
         rt = RunningTask(task=task, admission=admission, admitted_at=now)
         self._running[task_id] = rt
         self._running_by_team.setdefault(task.team, {})[task_id] = None
-        self._running_priorities.setdefault(task.team, Counter())[task.priority] += 1
+        _counter(self._running_priorities, task.team)[task.priority] += 1
         lowest = self._lowest_running.get(task.team)
         if lowest is None or task.priority < lowest:
             self._lowest_running[task.team] = task.priority
@@ -238,7 +246,7 @@ class ClusterState:
             raise KeyError(f"task {task_id} is not running")
         self._touch(rt.task.team)
         if not rt.preempting:
-            self._running[task_id] = dataclasses.replace(rt, preempting=True)
+            self._running[task_id] = rt.marked_preempting()
         if preemptor_id is not None and preemptor_id in self._pending:
             self._touch(self._pending[preemptor_id].team)
             self._preemptor_of[task_id] = preemptor_id
@@ -277,7 +285,7 @@ class ClusterState:
         rt = self._release(task_id, now)
         if rt.preempting:
             self._preemptions[task_id] += 1
-        task = dataclasses.replace(rt.task, queued_at=now)
+        task = rt.task.queued_again(now)
         self.add_pending(task)
         return task
 
@@ -293,7 +301,7 @@ class ClusterState:
         if rt is None:
             raise KeyError(f"task {task_id} is not running")
         self._touch(rt.task.team)
-        self._running[task_id] = dataclasses.replace(rt, unsaved_gpu_s=unsaved_gpu_s)
+        self._running[task_id] = rt.with_unsaved_work(unsaved_gpu_s)
 
     def set_preemption_count(self, task_id: str, count: int) -> None:
         """Restore how many times a known task was preempted (a server rebuilding its state after a

@@ -9,6 +9,7 @@ Fields may be added (with defaults); none may be renamed: sim and server rely on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -62,6 +63,24 @@ class TaskRequest:
         object.__setattr__(self, "pools", pools)
         object.__setattr__(self, "preemptible", preemptible)
         object.__setattr__(self, "checkpointed", checkpointed)
+
+    # The copies the state makes, written out rather than `dataclasses.replace`, which inspects the
+    # fields in Python at every call (each preemption, each requeue). Every field is passed on.
+
+    def queued_again(self, queued_at: float) -> TaskRequest:
+        """The same task, back in its queue at `queued_at`."""
+        return TaskRequest(
+            self.id,
+            self.team,
+            self.resources,
+            self.priority,
+            self.priority_class,
+            self.seq,
+            queued_at,
+            self.pools,
+            self.preemptible,
+            self.checkpointed,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +145,16 @@ class RunningTask:
         object.__setattr__(self, "preempting", preempting)
         object.__setattr__(self, "unsaved_gpu_s", unsaved_gpu_s)
 
+    # Copies written out rather than `dataclasses.replace` (see `TaskRequest.queued_again`).
+
+    def marked_preempting(self) -> RunningTask:
+        """The same task, being preempted."""
+        return RunningTask(self.task, self.admission, self.admitted_at, True, self.unsaved_gpu_s)
+
+    def with_unsaved_work(self, unsaved_gpu_s: float) -> RunningTask:
+        """The same task with `unsaved_gpu_s` of work since its last saved state."""
+        return RunningTask(self.task, self.admission, self.admitted_at, self.preempting, unsaved_gpu_s)
+
 
 class PreemptReason(StrEnum):
     WITHIN_TEAM = "within_team"
@@ -156,6 +185,13 @@ class Preempt:
     reason: PreemptReason
     message: str = ""
 
+    def __init__(self, victim_id: str, preemptor_id: str, reason: PreemptReason, message: str = "") -> None:
+        # By hand, as `Resources.__init__` (compiled, a generated one stays interpreted).
+        object.__setattr__(self, "victim_id", victim_id)
+        object.__setattr__(self, "preemptor_id", preemptor_id)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "message", message)
+
 
 class PendingCode(StrEnum):
     """Why a task waits. The message says the same for a person."""
@@ -173,15 +209,58 @@ class PendingCode(StrEnum):
     CLUSTER_ADMISSION = "cluster_admission"
 
 
-@dataclass(frozen=True, slots=True)
 class Pending:
+    """Why a task waits: a code, and the same in a sentence for a person (`message`).
+
+    The sentence is given ready-made, or (`Pending.later`) as a function and the values it needs,
+    formatted the first time `message` is read. A cycle writes a reason for every head that fails
+    (a replay of the Philly trace a million of them) and almost none is ever read: the simulator
+    reports only the last ones, the server those it shows. The values are captured when the reason
+    is written (numbers, names, immutable `Resources`, other reasons), never live state, so the
+    sentence is the one formatting at once would have given. Immutable; equal and hashed by
+    (code, message), as the frozen dataclass it replaces.
+    """
+
     code: PendingCode
-    message: str
+    _message: str | None
+    _render: Callable[..., str] | None
+    _args: tuple[object, ...]
 
     def __init__(self, code: PendingCode, message: str) -> None:
-        # By hand, as `Resources.__init__`: a cycle writes one for every waiting head.
-        object.__setattr__(self, "code", code)
-        object.__setattr__(self, "message", message)
+        self.code = code
+        self._message = message
+        self._render = None
+        self._args = ()
+
+    @staticmethod
+    def later(code: PendingCode, render: Callable[..., str], args: tuple[object, ...]) -> Pending:
+        """A reason whose sentence is `render(*args)`, formatted when first read."""
+        reason = Pending(code, "")
+        reason._message = None
+        reason._render = render
+        reason._args = args
+        return reason
+
+    @property
+    def message(self) -> str:
+        text = self._message
+        if text is None:
+            render = self._render
+            assert render is not None
+            text = self._message = render(*self._args)
+            self._render, self._args = None, ()  # the values are no longer needed
+        return text
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pending):
+            return NotImplemented
+        return self.code == other.code and self.message == other.message
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+    def __repr__(self) -> str:
+        return f"Pending(code={self.code!r}, message={self.message!r})"
 
 
 @dataclass(frozen=True, slots=True)

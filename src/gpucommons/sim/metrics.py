@@ -160,6 +160,10 @@ class Meter:
             return
         dt = to - start
         total_held = 0.0
+        # The bins the stretch [start, to) covers are the same for every team: found once.
+        origin, width = self.window[0], self.bin_s
+        first = max(int((start - origin) // width), 0)
+        last = max(int((to - origin) // width), 0)
         for name, t in self.teams.items():
             held = 0.0
             for pool, units in t.held.items():
@@ -177,7 +181,7 @@ class Meter:
                     t.violation_s += to - counted_from
             else:
                 t.violating_since = None
-            self._bin(name, start, to, held, sum(t.pending_units.values()))
+            self._bin(name, first, last, start, to, held, sum(t.pending_units.values()))
         self.held_total_unit_s += total_held * dt
         w0, w1 = self.window
         overlap = min(to, w1) - max(start, w0)
@@ -186,12 +190,13 @@ class Meter:
         self.idle_while_waiting_unit_s += self._wasted_rate() * dt
         self.now = to
 
-    def _bin(self, team: str, start: float, end: float, held: float, pending: float) -> None:
+    def _bin(
+        self, team: str, first: int, last: int, start: float, end: float, held: float, pending: float
+    ) -> None:
+        """Add the team's levels over [start, end), which covers bins `first` to `last`."""
         if not held and not pending:
             return
         origin, width = self.window[0], self.bin_s
-        first = max(int((start - origin) // width), 0)
-        last = max(int((end - origin) // width), 0)
         self._held[team].add(first, last, start, end, held, origin, width)
         self._pending[team].add(first, last, start, end, pending, origin, width)
 
