@@ -317,10 +317,12 @@ def check_state(state: ClusterState) -> None:
 
 def check_cycle(state: ClusterState, d: Decisions, usage_before: dict[tuple[str, str], Resources]) -> None:
     """Invariants of one cycle's decisions against the state it was made on."""
+    # What other teams take from each team. A victim of its own team's preemptor (within-team) or
+    # a moved task (consolidation) leaves the team's usage where it was once the preemptor is in.
     victims_by_team: dict[tuple[str, str], list[Resources]] = {}
     for p in d.preempt:
         rt = state.running(p.victim_id)
-        if rt is not None:
+        if rt is not None and p.reason not in (PreemptReason.WITHIN_TEAM, PreemptReason.CONSOLIDATION):
             victims_by_team.setdefault((rt.task.team, rt.admission.pool), []).append(rt.task.resources)
     for p in d.preempt:
         rt = state.running(p.victim_id)
@@ -437,9 +439,13 @@ def check_preemptions_make_room(state: ClusterState, d: Decisions, now: float, c
     count on the victims of the cycle's earlier plans too, so the preemptors are admitted one by
     one, in the order they planned, once all victims (this cycle's and earlier ones) are gone."""
     order: list[str] = []
+    planned: dict[str, str] = {}  # preemptor -> the pool of its victims, where it resumes
     for p in d.preempt:
         if p.preemptor_id not in order:
             order.append(p.preemptor_id)
+        victim = state.running(p.victim_id)
+        if victim is not None:
+            planned[p.preemptor_id] = victim.admission.pool
     if not order:
         return
     trial = replica(state)
@@ -457,7 +463,9 @@ def check_preemptions_make_room(state: ClusterState, d: Decisions, now: float, c
         task = trial.pending(preemptor_id)
         assert task is not None
         cy = Cycle(trial, now, config)
-        pools, _ = cy.pools_for(task.team, task.pools)
+        # Once its victims are gone a preemptor is admitted in their pool only (`_resume_waiting`):
+        # were it tried in the first pool with room, it could take what another plan freed.
+        pools = [planned[preemptor_id]] if preemptor_id in planned else cy.pools_for(task.team, task.pools)[0]
         found = [(pool, pl) for pool in pools if (pl := cy.fits(task.team, pool, task.resources)) is not None]
         assert found, f"{preemptor_id} preempted, but would still not fit once all victims stopped"
         pool, placement = found[0]
