@@ -40,19 +40,33 @@ DEFAULT_POLICY = ROOT / "examples" / "philly-oct-704.yaml"
 #: Static first: the others' fairness needs it. `kueue+spread` is what a Kueue cluster does (kube-
 #: scheduler places the pods, LeastAllocated); plain `kueue` counts quota only, a bound.
 ENGINES = ("static", "kueue", "kueue+spread", "commons")
+#: Every engine with every placement mode, for `--engine` (the issue's "every engine and placement").
+CHOICES = (
+    *ENGINES,
+    *(f"{e}+{m}" for e in ("static", "kueue", "commons") for m in ("none", "spread", "pack")),
+)
+
+
+def _in_order(asked: list[str] | None) -> list[str]:
+    """The engines to run: the default four in their order (static first), then the others asked."""
+    if not asked:
+        return list(ENGINES)
+    return [e for e in ENGINES if e in asked] + [e for e in dict.fromkeys(asked) if e not in ENGINES]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--policy", type=Path, default=DEFAULT_POLICY)
-    ap.add_argument("--engine", action="append", choices=ENGINES, help="repeatable; default: all")
+    ap.add_argument(
+        "--engine", action="append", choices=CHOICES, help="repeatable; default: the four of ENGINES"
+    )
     ap.add_argument("--checkpoint", action="append", choices=("none", "30m"), help="repeatable; default both")
     ap.add_argument("--restart-overhead", type=float, default=0.0)
     ap.add_argument(
         "--gpus", type=int, choices=(704, 528), default=704, help="528: 66 nodes, every quota × 0.75"
     )
-    ap.add_argument("--profile", choices=ENGINES, help="profile one run (no checkpoints) and print the top")
+    ap.add_argument("--profile", choices=CHOICES, help="profile one run (no checkpoints) and print the top")
     ap.add_argument("--tiny", action="store_true", help="time the 10-job trace of 10,000-s jobs instead")
     args = ap.parse_args()
 
@@ -62,7 +76,7 @@ def main() -> int:
 
         policy = scaled(policy, args.gpus / 704)
     if args.tiny:
-        return tiny(policy, [e for e in ENGINES if e in (args.engine or ENGINES)])
+        return tiny(policy, _in_order(args.engine))
     with args.trace.open(encoding="utf-8", newline="") as handle:
         base_jobs = read_trace(handle, source=str(args.trace))
     from gpucommons import _native
@@ -83,7 +97,7 @@ def main() -> int:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
         return 0
 
-    engines = [e for e in ENGINES if e in (args.engine or ENGINES)]
+    engines = _in_order(args.engine)
     settings = args.checkpoint or ["none", "30m"]
     for setting in settings:
         jobs = with_default_checkpoint_interval(base_jobs, 1800 if setting == "30m" else None)
@@ -92,7 +106,7 @@ def main() -> int:
         static_outcome = None
         print(f"\n## checkpoint interval: {setting} · restart overhead {args.restart_overhead:g} s")
         print(
-            f"{'engine':12} {'wall s':>6} {'CPU s':>6} {'jobs/s':>7} {'util':>6} {'bound':>6} {'preempt':>8} "
+            f"{'engine':14} {'wall s':>6} {'CPU s':>6} {'jobs/s':>7} {'util':>6} {'bound':>6} {'preempt':>8} "
             f"{'lost GPU-h':>10} {'ovh GPU-h':>9} {'idle-wait GPU-h':>15} {'violation h':>11} "
             f"{'never fit':>9}"
         )
@@ -106,7 +120,7 @@ def main() -> int:
             s = reports.setdefault(engine, report["summary"])
             violation_h = sum(t["guarantee_violation_s"] for t in s["teams"].values()) / 3600
             print(
-                f"{engine:12} {elapsed:6.1f} {cpu:6.1f} {len(jobs) / cpu:7.0f} {s['gpu_utilization']:6.1%} "
+                f"{engine:14} {elapsed:6.1f} {cpu:6.1f} {len(jobs) / cpu:7.0f} {s['gpu_utilization']:6.1%} "
                 f"{s['utilization_bound']:6.1%} {s['preemptions']:8,} {s['lost_gpu_hours']:10,.1f} "
                 f"{s['overhead_gpu_hours']:9,.1f} {s['idle_while_waiting_gpu_hours']:15,.0f} "
                 f"{violation_h:11,.1f} {s['never_fit_jobs']:9,}"
@@ -143,7 +157,7 @@ def tiny(policy: Any, engines: list[str]) -> int:
         outcome.timeline.pending  # noqa: B018
         made = time.process_time() - c0
         print(
-            f"{engine:12} wall {elapsed:6.3f} s  CPU {cpu:6.3f} s  ({bins:,} timeline bins; "
+            f"{engine:14} wall {elapsed:6.3f} s  CPU {cpu:6.3f} s  ({bins:,} timeline bins; "
             f"making them: {made:.3f} s CPU)"
         )
     return 0
