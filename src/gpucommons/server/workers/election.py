@@ -128,7 +128,7 @@ class ElectionWorker:
     def start(self) -> Role:
         """First attempt now (so the caller knows its role), then the thread. Raises
         `LeadershipRefused` when another process leads and this one may not follow."""
-        self._attempt()
+        self._attempt(starting=True)
         if self.role is Role.FOLLOWER and on_refusal(self.sharing) is Refusal.REFUSE:
             holder = self.leadership.holder()
             raise LeadershipRefused(
@@ -165,7 +165,7 @@ class ElectionWorker:
                     except Exception:
                         log.exception("follower refresh failed")
 
-    def _attempt(self) -> None:
+    def _attempt(self, starting: bool = False) -> None:
         try:
             acquired: bool | None = self.leadership.try_acquire()
         except Exception as exc:
@@ -174,11 +174,18 @@ class ElectionWorker:
         step = self.election.attempted(acquired, self._clock())
         self._next_step = self._clock() + step.wait_s
         if step.changed:
-            self._become_leader()
+            self._become_leader(starting)
 
-    def _become_leader(self) -> None:
+    def _become_leader(self, starting: bool) -> None:
+        """Take up the leader's duties. Leading from the start is the common case of a single
+        server (its banner says so); taking over later means another leader went away, which
+        operators want to see in the log."""
         self.leader_since = time.time()
-        log.warning("this process is now the leader (%s)", self.leadership.describe())
+        log.log(
+            logging.INFO if starting else logging.WARNING,
+            "this process is now the leader (%s)",
+            self.leadership.describe(),
+        )
         with self._lock:
             try:
                 for duty in self._duties:
