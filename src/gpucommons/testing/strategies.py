@@ -177,6 +177,10 @@ def workloads(draw: st.DrawFn, policy: Policy, max_jobs: int = 14) -> list[Job]:
     return jobs
 
 
+class ZeroTimeLoop(AssertionError):
+    """`MiniSim` found no fixed point at one instant: tasks preempt each other back and forth."""
+
+
 @dataclass
 class MiniSimResult:
     preemptions: Counter[str] = field(default_factory=Counter)
@@ -283,7 +287,7 @@ class MiniSim:
                     self._push(now + max(self.grace_s, 1e-3), "stop", p.victim_id)
             if self.check:
                 check_state(self.state)
-        raise AssertionError(f"no fixed point after {self.max_rounds} cycles at t={now}: a zero-time loop")
+        raise ZeroTimeLoop(f"no fixed point after {self.max_rounds} cycles at t={now}: a zero-time loop")
 
 
 def check_state(state: ClusterState) -> None:

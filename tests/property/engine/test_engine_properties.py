@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from gpucommons.domain.model import Policy
 from gpucommons.engine import ClusterState, EngineConfig, Placement, decide
-from gpucommons.testing.strategies import Job, MiniSim, MiniSimResult, policies, workloads
+from gpucommons.testing.strategies import Job, MiniSim, MiniSimResult, ZeroTimeLoop, policies, workloads
 
 EXAMPLES = int(os.environ.get("ENGINE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
@@ -69,11 +69,20 @@ def test_a_victim_requeued_at_the_same_instant_does_not_loop(sc: tuple[Policy, l
     no preemptor takes the same victim twice at an instant, and the instant ends (`MiniSim` raises
     after 200 cycles at one instant). With min-runtime protection no task is preempted twice at an
     instant at all; under Kueue's rules another head of the preemptor's team may take the victim
-    again once it is back (`test_kueue_may_preempt_a_requeued_victim_again_at_the_same_instant`)."""
+    again once it is back (`test_kueue_may_preempt_a_requeued_victim_again_at_the_same_instant`),
+    and fair share's `LessThanOrEqualToFinalShare` may make two teams take tasks from each other
+    back and forth, as Kueue has no guard against (found at 3,000 examples): with min-runtime
+    protection neither happens."""
     policy, jobs, config = sc
-    result = MiniSim(policy, CONFIGS[config], grace_s=0.0, requeue_same_instant=True).run(jobs)
+    protected = CONFIGS[config].min_runtime_protection
+    try:
+        result = MiniSim(policy, CONFIGS[config], grace_s=0.0, requeue_same_instant=True).run(jobs)
+    except ZeroTimeLoop:
+        if protected:
+            raise
+        return
     assert all(n <= 1 for n in result.per_preemptor.values()), result.per_preemptor
-    if CONFIGS[config].min_runtime_protection:
+    if protected:
         assert all(n <= 1 for n in result.per_instant.values()), result.per_instant
 
 
