@@ -432,18 +432,24 @@ class _Scheduler:
         cursor.own_quota_only = (
             own_quota_only
             and not is_waiting
-            and self._fails_on_own_quota(task, pools, reason)
+            and self._fails_on_own_quota(task, pools, allowed, reason)
             and not may_find_candidates(cy, task)
         )
         self._fail(cursor, task, reason)
 
-    def _fails_on_own_quota(self, task: TaskRequest, pools: list[str], first: Pending) -> bool:
-        """Whether the head failed on its own quota in every pool it may use. The reason given is
-        the first pool's; in another the head may have failed on the nodes, which other teams'
-        tasks hold, and leaving them frees it without any change to the head's team."""
+    def _fails_on_own_quota(
+        self, task: TaskRequest, pools: list[str], allowed: list[bool], first: Pending
+    ) -> bool:
+        """Whether the head failed on its own quota in every pool it may use (`allowed`: whether
+        quota allows it in each, as `_process` asked). The reason given is the first pool's; in
+        another the head may have failed on the nodes, which other teams' tasks hold, and leaving
+        them frees it without any change to the head's team."""
         if first.code not in _OWN_QUOTA_CODES:
             return False
-        return all(pending_reason(self.cy, task, pool).code in _OWN_QUOTA_CODES for pool in pools[1:])
+        return all(
+            pending_reason(self.cy, task, pools[i], allowed[i]).code in _OWN_QUOTA_CODES
+            for i in range(1, len(pools))
+        )
 
     # --- preemption plans ------------------------------------------------------------------------
 

@@ -189,17 +189,13 @@ def preempt_message(cy: Cycle, victim: RunningTask, preemptor: TaskRequest, reas
 _COMPONENT_NAMES = {"gpus": "GPUs", "cpu_milli": "CPU", "memory_mib": "memory"}
 
 
-def gate_sentence(cy: Cycle, task: TaskRequest, pool: str, component: str) -> str:
-    """Why a task above its team's nominal quota may not preempt (Kueue's flavor-assigner gate)."""
-    return _gate_text(*_gate_values(cy, task, pool, component))
-
-
 def with_gate(cy: Cycle, task: TaskRequest, pool: str, component: str, reason: Pending) -> Pending:
-    """`reason` followed by `gate_sentence`, formatted when read."""
+    """`reason` followed by why a task above its team's nominal quota may not preempt (Kueue's
+    flavor-assigner gate), formatted when read."""
     return Pending.later(reason.code, _with_gate_text, (reason, _gate_values(cy, task, pool, component)))
 
 
-#: What `gate_sentence` says, captured: request, component, team, pool, nominal quota, fair share.
+#: What the gate's sentence says, captured: request, component, team, pool, nominal quota, fair share.
 _GateValues = tuple[Resources, str, str, str, Resources | None, bool]
 
 

@@ -184,8 +184,6 @@ class ZeroTimeLoop(AssertionError):
 @dataclass
 class MiniSimResult:
     preemptions: Counter[str] = field(default_factory=Counter)
-    #: (task, instant) -> preemptions of that task at that instant: more than 1 is a zero-time loop.
-    per_instant: Counter[tuple[str, float]] = field(default_factory=Counter)
     #: (task, preemptor, instant) -> preemptions of that task by that preemptor at that instant.
     per_preemptor: Counter[tuple[str, str, float]] = field(default_factory=Counter)
     finished: int = 0
@@ -195,6 +193,14 @@ class MiniSimResult:
     #: a loop across instants (each preemption a moment after the last), which only an engine
     #: without min-runtime protection can enter (Kueue: fair share beside within-team preemption).
     looped: str | None = None
+
+    @property
+    def per_instant(self) -> Counter[tuple[str, float]]:
+        """(task, instant) -> preemptions of that task at that instant, by any preemptor."""
+        out: Counter[tuple[str, float]] = Counter()
+        for (task, _, at), n in self.per_preemptor.items():
+            out[(task, at)] += n
+        return out
 
 
 class MiniSim:
@@ -276,7 +282,6 @@ class MiniSim:
                 self.result.preemptions[p.victim_id] += 1
                 if self.result.preemptions[p.victim_id] > self.max_preemptions:
                     self.result.looped = p.victim_id
-                self.result.per_instant[(p.victim_id, now)] += 1
                 self.result.per_preemptor[(p.victim_id, p.preemptor_id, now)] += 1
                 if self.grace_s == 0 and self.requeue_same_instant:
                     self._finish_token.pop(p.victim_id, None)
