@@ -14,7 +14,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpucommons.backends.ports import (
     BackendTraits,
@@ -41,9 +41,12 @@ class _Timer:
 class TimerExecutor(ExecutorBase):
     """`ports.Executor` without processes: a task `sleep N` ends N seconds after its start.
 
-    Any other command ends at once with code 0. A signal ends a task at once (as a task that saves
-    on SIGTERM and exits would); SIGKILL likewise. One thread wakes the scheduler at each end, so
-    benchmarks measure the control plane (HTTP, store, engine), not process start-up.
+    Any other command ends at once with code 0. A signal ends a task at once (as a task that exits on
+    SIGTERM would); SIGKILL likewise. A restarted task sleeps its whole time again, as an evicted
+    workload runs in Kueue's own benchmark runner. `poll` reports when the attempt ended, as a
+    backend that knows it does, so the ledger closes at that time, not when a cycle noticed. One
+    thread wakes the scheduler at each end, so benchmarks measure the control plane (HTTP, store,
+    engine), not process start-up.
     """
 
     traits = BackendTraits(name="timer", attempts_outlive_server=False)
@@ -103,7 +106,11 @@ class TimerExecutor(ExecutorBase):
             if timer is None:
                 # Timers do not survive a restart: the attempt is gone as if killed.
                 return ExitStatus(code=None, signal=int(signal.SIGKILL))
-            return timer.status if timer.ends_at <= self._clock.now() else None
+            if timer.ends_at > self._clock.now():
+                return None
+            # Its end time, as a backend that knows it reports it (a Slurm job's EndTime): the
+            # scheduler settles it at that time, not at whatever instant a cycle decides at.
+            return replace(timer.status, ended_at=timer.ends_at)
 
     def is_alive(self, handle: Handle) -> bool:
         return self.poll(handle) is None

@@ -115,13 +115,13 @@ def test_timer_executor_ends_sleep_tasks_after_their_duration_and_wakes_the_sche
     handle = executor.start(_launch(("sleep", "2.5")))
     assert executor.poll(handle) is None
     clock.advance(2.5)
-    assert executor.poll(handle) == ExitStatus(code=0)
+    assert executor.poll(handle) == ExitStatus(code=0, ended_at=1002.5)  # when it ended, not when polled
     deadline = time.monotonic() + 5
     while not woken and time.monotonic() < deadline:
         time.sleep(0.05)
     assert woken, "the scheduler is woken when a timer ends"
     other = executor.start(_launch(("python", "train.py")))
-    assert executor.poll(other) == ExitStatus(code=0)  # anything but sleep ends at once
+    assert executor.poll(other) == ExitStatus(code=0, ended_at=1002.5)  # anything but sleep ends at once
 
 
 def test_timer_executor_signals_end_the_task_now() -> None:
@@ -129,10 +129,10 @@ def test_timer_executor_signals_end_the_task_now() -> None:
     executor = TimerExecutor(clock)
     handle = executor.start(_launch(("sleep", "60")))
     executor.signal(handle, signal.SIGTERM)
-    assert executor.poll(handle) == ExitStatus(code=128 + signal.SIGTERM)
+    assert executor.poll(handle) == ExitStatus(code=128 + signal.SIGTERM, ended_at=0.0)
     killed = executor.start(_launch(("sleep", "60")))
     executor.kill(killed)
-    assert executor.poll(killed) == ExitStatus(code=None, signal=signal.SIGKILL)
+    assert executor.poll(killed) == ExitStatus(code=None, signal=signal.SIGKILL, ended_at=0.0)
     executor.release(killed)
     assert not executor.is_alive(killed)  # forgotten attempts count as gone
 
@@ -145,6 +145,19 @@ def test_the_end_time_a_backend_reports_wins_over_now_but_never_precedes_the_sta
     assert ended_at(handle, 200.0, 100.0, ExitStatus(0, ended_at=150.0)) == 150.0
     assert ended_at(handle, 200.0, 100.0, ExitStatus(0, ended_at=90.0)) == 100.0
     assert ended_at(handle, 200.0, 100.0, ExitStatus(0)) == 200.0
+
+
+def test_an_end_after_the_cycles_instant_is_left_to_the_next_cycle() -> None:
+    from gpucommons.backends.ports import Handle
+    from gpucommons.server.workers.attempts import ended_by
+
+    handle = Handle("t1", 7, "slurm:7:1")
+    assert ended_by(handle, ExitStatus(0, ended_at=150.0), now=150.0, current=151.0)
+    # It ended while the cycle ran, after the instant it decides at: the next cycle settles it.
+    assert not ended_by(handle, ExitStatus(0, ended_at=150.5), now=150.0, current=151.0)
+    assert ended_by(handle, ExitStatus(0), now=150.0, current=151.0)  # a backend that does not say
+    # An end after the clock's own reading is another machine's clock running ahead: not waited for.
+    assert ended_by(handle, ExitStatus(0, ended_at=160.0), now=150.0, current=151.0)
 
 
 def test_the_queue_names_the_nodes_out_of_service_where_a_task_waits_for_a_node() -> None:

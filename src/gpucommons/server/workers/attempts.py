@@ -176,15 +176,33 @@ def admitted_order(row: TaskRow) -> tuple[float, int]:
     return (row.admitted_at or row.queued_at, row.seq)
 
 
+def reported_end(handle: Handle, status: ExitStatus | None = None) -> float | None:
+    """When the attempt ended by the backend's own account (its end time, else its exit file's
+    time), or None when it does not say."""
+    if status is not None and status.ended_at is not None:
+        return status.ended_at
+    if handle.exit_file is not None:
+        with contextlib.suppress(OSError):
+            return handle.exit_file.stat().st_mtime
+    return None
+
+
+def ended_by(handle: Handle, status: ExitStatus, now: float, current: float) -> bool:
+    """Whether an attempt the backend reports ended had ended by `now`, the instant a cycle decides
+    at, `current` being the clock's reading as the cycle asks. Real time goes on while a cycle runs;
+    an end between its instant and `current` belongs to the next cycle, or it would be settled
+    before it happened and its ledger interval cut short. An end after `current` is another
+    machine's clock running ahead of ours (a Slurm controller's, a kubelet's): waiting for it could
+    hold the quota for as long as the skew, so it counts as ended now."""
+    end = reported_end(handle, status)
+    return end is None or end <= now or end > current
+
+
 def ended_at(handle: Handle, now: float, started_at: float | None, status: ExitStatus | None = None) -> float:
     """When the attempt ended: the time the backend reports, else its exit file's time if there is
     one (both exact even after a server restart), else now."""
-    at = now
-    if status is not None and status.ended_at is not None:
-        at = min(now, status.ended_at)
-    elif handle.exit_file is not None:
-        with contextlib.suppress(OSError):
-            at = min(now, handle.exit_file.stat().st_mtime)
+    end = reported_end(handle, status)
+    at = now if end is None else min(now, end)
     if started_at is not None:
         at = max(at, started_at)
     return at

@@ -45,6 +45,7 @@ from gpucommons.server.services.tasks import LIVE_STATES
 from gpucommons.server.workers.attempts import (
     end_attempt,
     ended_at,
+    ended_by,
     handle_of,
     lost_gpu_seconds,
     outcome,
@@ -165,7 +166,14 @@ class AttemptSupervisor:
         ones (stops, max_runtime, checkpoints: every `tick` seconds, or at once when the API touched
         one), so a busy cycle costs one poll per attempt, not a read of every live row."""
         executor = self.host.executor
-        ended_ids = [tid for tid, handle in self.handles.items() if executor.poll(handle) is not None]
+        clock = self.host.clock
+        polled = [(tid, handle, executor.poll(handle)) for tid, handle in self.handles.items()]
+        current = clock.now()  # read after the polls, so that no end they saw is later than it
+        ended_ids = [
+            tid
+            for tid, handle, status in polled
+            if status is not None and ended_by(handle, status, now, current)
+        ]
         full = now - self.supervised_at >= self.host.tick_s
         dirty, self.dirty = self.dirty, set()
         if not ended_ids and not full and not dirty:
@@ -184,6 +192,8 @@ class AttemptSupervisor:
                 self.handles.setdefault(row.id, handle)
                 status = executor.poll(handle)
                 if status is not None:
+                    if not ended_by(handle, status, now, clock.now()):
+                        continue  # it ended after this cycle's instant: the next cycle settles it
                     self.settle(release, row, handle, status, now)
                     ended += 1
                     continue
