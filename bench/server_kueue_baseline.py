@@ -10,7 +10,11 @@ threads, and waits until every task has ended. `--executor timer` runs each task
 timer of its runtime (the control plane alone); `--executor local` as a real `sleep` process through
 the local executor. Reports, beside Kueue's published figures: wall time to drain, average time to
 admission per class (first admission − submission, from the ledger), quota usage, the sustained
-submission rate, and API latency (submissions, and reads of /api/v1/teams while the run goes on).
+submission rate, and API latency (submissions, and reads of /api/v1/teams while the run goes on);
+where the quota went (CPU-seconds held per class against the work, attempts per class), the
+scheduler's cycles (from its `/metrics` histogram), and the makespan the simulator gives the same
+jobs under each job model (`simulated_makespan_s`: `restarts_from_zero` is this run's bound, since
+a preempted `sleep N` starts over, as an evicted workload does in Kueue's own benchmark runner).
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from typing import Any
 import httpx
 
 from gpucommons.policy import dump_policy
+from gpucommons.sim import SimConfig, simulate, with_default_checkpoint_interval
 from gpucommons.sim.jobs import SimJob
+from gpucommons.sim.report import build_report
 from gpucommons.sim.workloads import KUEUE_PUBLISHED, kueue_baseline_jobs, kueue_baseline_policy
 
 
@@ -234,6 +240,7 @@ def main() -> None:
             for team in {j.team for j in jobs}:
                 tasks += client.get("/api/v1/tasks", params={"team": team, "limit": 10000}).json()
             usage = client.get("/api/v1/usage").json()
+            cycles = cycle_figures(client.get("/metrics").text)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -242,12 +249,43 @@ def main() -> None:
             proc.kill()
 
     figures = summarise(jobs, run, tasks, usage, t0, submitted_by)
+    figures["scheduler_cycles"] = cycles
+    figures["simulated_makespan_s"] = simulated_makespans(jobs)
     figures["executor"] = args.executor
     figures["scale"] = args.scale
     figures["batch_window_s"] = args.batch
     print(json.dumps(figures, indent=2))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def simulated_makespans(jobs: list[SimJob]) -> dict[str, float]:
+    """The same jobs through the simulator (the same engine, no control-plane latency), under the two
+    job models: a preempted task that saved its work on the stop signal (what the 66 s capacity
+    bound assumes), and one that runs its whole time again, as Kueue's benchmark runner does with an
+    evicted workload (its admission time is forgotten) and as the timer executor does with `sleep N`.
+    The second is the bound this live run can reach."""
+    policy = kueue_baseline_policy()
+    out: dict[str, float] = {}
+    for name, model in (
+        ("saves_on_stop", jobs),
+        ("restarts_from_zero", with_default_checkpoint_interval(jobs, 1e9)),
+    ):
+        outcome = simulate(policy, model, SimConfig(engine="commons"))
+        out[name] = build_report(outcome, None)["summary"]["makespan_s"]
+    return out
+
+
+def cycle_figures(metrics: str) -> dict[str, float]:
+    """How many scheduling cycles ran and their mean duration, from the server's histogram."""
+    values = {}
+    for line in metrics.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("commons_scheduling_cycle_seconds_count", "commons_scheduling_cycle_seconds_sum"):
+            values[name.rsplit("_", 1)[1]] = float(value)
+    count, total = values.get("count", 0.0), values.get("sum", 0.0)
+    mean_ms = round(1000 * total / count, 2) if count else 0.0
+    return {"count": count, "mean_ms": mean_ms, "busy_s": round(total, 1)}
 
 
 def summarise(
@@ -261,6 +299,8 @@ def summarise(
     by_id = {t["id"]: t for t in tasks}
     first_start: dict[str, float] = {}
     held_cpu_s = 0.0
+    held_by_class: dict[str, float] = defaultdict(float)
+    attempts_by_class: dict[str, int] = defaultdict(int)
     for interval in usage:
         start, end = ts(interval["start"]), ts(interval["end"])
         task = by_id.get(interval["task_id"])
@@ -268,6 +308,11 @@ def summarise(
             continue
         first_start[task["id"]] = min(first_start.get(task["id"], start), start)
         held_cpu_s += task["cpu_milli"] / 1000 * (end - start)
+        held_by_class[task["priority"]] += task["cpu_milli"] / 1000 * (end - start)
+        attempts_by_class[task["priority"]] += 1
+    work_by_class: dict[str, float] = defaultdict(float)
+    for job in jobs:
+        work_by_class[job.priority_class] += job.resources.cpu_milli / 1000 * job.duration_s
     submitted = [ts(t["submitted_at"]) for t in tasks]
     finished = [ts(t["finished_at"]) for t in tasks if t["finished_at"]]
     makespan = max(finished) - min(submitted)
@@ -287,6 +332,11 @@ def summarise(
         "time_to_admission_p99_s": {k: round(percentile(v, 0.99), 2) for k, v in sorted(admission.items())},
         "quota_usage": round(held_cpu_s / (600 * makespan), 3),
         "preemptions": sum(t["preemptions"] for t in tasks),
+        # CPU-seconds held (every attempt's interval) against the work itself, and attempts, per
+        # class: where the quota went beyond the work (latency around each run, restarts).
+        "held_cpu_s_by_class": {k: round(v) for k, v in sorted(held_by_class.items())},
+        "work_cpu_s_by_class": {k: round(v) for k, v in sorted(work_by_class.items())},
+        "attempts_by_class": dict(sorted(attempts_by_class.items())),
         "submission_window_s": round(submitted_by - t0, 1),
         "submissions_per_s": round(len(run.sent) / (submitted_by - t0), 1),
         "requests": len(run.requests),
