@@ -47,6 +47,12 @@ def test_an_attempt_that_ends_after_the_cycles_instant_is_settled_at_its_end(
     states = [harness.task(i)["state"] for i in ids]
     assert states.count("running") == 4, states
     assert states.count("succeeded") == 0, states
+    # A cycle whose instant settled ends and started more sees those end after its instant: it
+    # says so, and the scheduler goes again at once instead of waiting for its next tick.
+    clock.step = 0.25
+    harness.cycle()
+    assert harness.ctx.scheduler.supervisor.ended_later
+    clock.step = 0.05
     harness.run_until(lambda: all(harness.task(i)["state"] == "succeeded" for i in ids), what="all 12 to end")
 
     usage = harness.http.get("/api/v1/usage", headers=harness.admin).json()

@@ -313,6 +313,8 @@ class Scheduler:
         if not instant.settled:
             log.warning("%d decision cycles at one instant, still changing: going on at once", instant.cycles)
             self._wake.set()
+        elif self.supervisor.ended_later:
+            self._wake.set()  # an attempt ended while the cycle ran: settle it now, not at the next tick
         return hands.stats
 
     def mark_dirty(self, task_id: str) -> None:

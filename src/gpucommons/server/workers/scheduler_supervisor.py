@@ -154,6 +154,9 @@ class AttemptSupervisor:
         self.handles: dict[str, Handle] = {}
         #: Tasks the API changed (cancel, checkpoint): supervised at the next cycle.
         self.dirty: set[str] = set()
+        #: Whether the last `watch` left an attempt that ended after its instant to the next cycle,
+        #: which should then come at once rather than at the next tick.
+        self.ended_later = False
         self.supervised_at = float("-inf")
 
     def reset(self, handles: dict[str, Handle]) -> None:
@@ -167,13 +170,14 @@ class AttemptSupervisor:
         one), so a busy cycle costs one poll per attempt, not a read of every live row."""
         executor = self.host.executor
         clock = self.host.clock
-        polled = [(tid, handle, executor.poll(handle)) for tid, handle in self.handles.items()]
-        current = clock.now()  # read after the polls, so that no end they saw is later than it
-        ended_ids = [
-            tid
-            for tid, handle, status in polled
-            if status is not None and ended_by(handle, status, now, current)
+        reported = [
+            (tid, handle, status)
+            for tid, handle in self.handles.items()
+            if (status := executor.poll(handle)) is not None
         ]
+        current = clock.now()  # read after the polls, so that no end they saw is later than it
+        ended_ids = [tid for tid, handle, status in reported if ended_by(handle, status, now, current)]
+        self.ended_later = len(ended_ids) < len(reported)
         full = now - self.supervised_at >= self.host.tick_s
         dirty, self.dirty = self.dirty, set()
         if not ended_ids and not full and not dirty:
@@ -193,7 +197,8 @@ class AttemptSupervisor:
                 status = executor.poll(handle)
                 if status is not None:
                     if not ended_by(handle, status, now, clock.now()):
-                        continue  # it ended after this cycle's instant: the next cycle settles it
+                        self.ended_later = True  # after this cycle's instant: the next cycle settles it
+                        continue
                     self.settle(release, row, handle, status, now)
                     ended += 1
                     continue
