@@ -15,7 +15,8 @@ itself. The mixes:
 
   submit   every request is `POST /api/v1/tasks` (one GPU, `sleep 3600`: it joins the queue)
   mixed    1 submit : 4 reads, the reads being what the dashboard polls, in turn:
-           `GET /api/v1/tasks?limit=200`, `GET /api/v1/queue`, `GET /api/v1/teams`,
+           `GET /api/v1/tasks?limit=200`, `GET /api/v1/queue` (`?limit=N` with `--queue-limit N`),
+           `GET /api/v1/teams`,
            `GET /api/v1/tasks/{id}` (a task this client submitted); with `--etag` each client sends
            back the ETag of its last answer for that path (`If-None-Match`), as a browser does
   reads    the same four reads and no submission: dashboards polling a cluster where nothing
@@ -251,6 +252,7 @@ async def drive(
     max_requests: int,
     seeds: list[str],
     etag: bool = False,
+    queue_limit: int | None = None,
 ) -> Load:
     """`clients` workers send requests back to back; only those started inside the window count."""
     load = Load()
@@ -290,7 +292,7 @@ async def drive(
                     kind = READS[step - 1]
                     path = {
                         "tasks": "/api/v1/tasks?limit=200",
-                        "queue": "/api/v1/queue",
+                        "queue": f"/api/v1/queue?limit={queue_limit}" if queue_limit else "/api/v1/queue",
                         "teams": "/api/v1/teams",
                     }
                     url = path.get(kind) or f"/api/v1/tasks/{mine[k % len(mine)]}"
@@ -481,7 +483,15 @@ def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace, src: Pat
             async def measured() -> Load:
                 task = asyncio.create_task(
                     drive(
-                        server, clients, mix, args.warmup, args.seconds, args.max_requests, seeds, args.etag
+                        server,
+                        clients,
+                        mix,
+                        args.warmup,
+                        args.seconds,
+                        args.max_requests,
+                        seeds,
+                        args.etag,
+                        args.queue_limit,
                     )
                 )
                 await asyncio.sleep(args.warmup)
@@ -609,6 +619,11 @@ def main() -> None:
         "--etag",
         action="store_true",
         help="readers send back the ETag of their last answer per path (If-None-Match), as the dashboard",
+    )
+    parser.add_argument(
+        "--queue-limit",
+        type=int,
+        help="read the queue a page at a time, `GET /api/v1/queue?limit=N` (default: all of it)",
     )
     parser.add_argument(
         "--baseline-src",

@@ -221,3 +221,49 @@ def test_a_task_asking_less_than_the_failed_head_is_not_given_its_reason() -> No
         PendingCode.QUOTA_EXHAUSTED, "waits like h, which asks no more: team a uses 2/2"
     )
     assert views.resolve_reasons(order, {}) == {}
+
+
+def _without_ages(entries: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [{k: v for k, v in e.items() if k != "waiting_seconds"} for e in entries]
+
+
+def test_pages_of_the_queue_follow_their_links_to_the_whole_queue(made: tuple[Harness, ManualClock]) -> None:
+    h, clock = made
+    fill_and_queue(h, clock)
+    whole = h.http.get("/api/v1/queue", headers=h.admin)
+    assert "link" not in whole.headers  # no page asked for: the whole queue, as before
+    pages, url = [], "/api/v1/queue?limit=2"
+    while url:
+        got = h.http.get(url, headers=h.admin)
+        assert got.status_code == 200, got.text
+        page = got.json()
+        assert 1 <= len(page) <= 2
+        pages.append(page)
+        url = got.headers.get("link", "").partition(">")[0].lstrip("<")
+        if url:
+            assert got.headers["x-next-cursor"] == str(page[-1]["position"])
+            assert url == f"/api/v1/queue?after={page[-1]['position']}&limit=2"
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert _without_ages([e for p in pages for e in p]) == _without_ages(whole.json())
+
+    # A page has its own weak ETag: polling it answers 304 while it is unchanged.
+    first = h.http.get("/api/v1/queue?limit=2", headers=h.admin)
+    assert first.headers["etag"] != whole.headers["etag"]
+    again = h.http.get("/api/v1/queue?limit=2", headers={**h.admin, "If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304
+    assert again.headers["link"] == first.headers["link"]
+
+    # With a team filter, a page holds that team's entries and its link keeps the filter.
+    team_a = h.http.get("/api/v1/queue?team=a&limit=1", headers=h.admin)
+    assert [e["team"] for e in team_a.json()] == ["a"]
+    assert "team=a" in team_a.headers["link"]
+    last = max(e["position"] for e in whole.json())
+    assert h.http.get(f"/api/v1/queue?after={last}", headers=h.admin).json() == []
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=10001", "after=-1", "after=x", "limit=2.5"])
+def test_a_bad_page_is_refused_naming_the_parameter(made: tuple[Harness, ManualClock], query: str) -> None:
+    h, _ = made
+    got = h.http.get(f"/api/v1/queue?{query}", headers=h.admin)
+    assert got.status_code == 422
+    assert query.partition("=")[0] in got.text

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import Unavailable
-from gpucommons.api.fields import Instant
+from gpucommons.api.fields import INT32_MAX, Instant
 from gpucommons.backends.ports import BackendUnavailable
 from gpucommons.identity.authz import Action, authorize, visible_teams
 from gpucommons.ledger.csv_io import write_usage_csv
@@ -19,7 +19,14 @@ from gpucommons.ledger.interval import UsageInterval
 from gpucommons.server import views
 from gpucommons.server.auth.audit import audit_note
 from gpucommons.server.deps import ContextDep, CurrentPrincipal
-from gpucommons.server.routers.caching import NOT_MODIFIED, json_answer, json_bytes, not_modified
+from gpucommons.server.routers.caching import (
+    NOT_MODIFIED,
+    json_answer,
+    json_bytes,
+    link_header,
+    not_modified,
+    query_string,
+)
 from gpucommons.server.routers.queue_answers import QueueAnswersDep
 from gpucommons.server.services import ledger, policies
 from gpucommons.server.workers.commands import ApplyPolicy
@@ -47,20 +54,43 @@ def queue(
     who: CurrentPrincipal,
     answers: QueueAnswersDep,
     team: TeamFilter = None,
+    limit: Annotated[
+        int | None, Query(ge=1, le=10_000, description="At most this many entries (default: all)")
+    ] = None,
+    after: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=INT32_MAX,
+            description="Only entries placed after this position: the previous page's "
+            "`Link: rel=next` or `X-Next-Cursor`",
+        ),
+    ] = None,
 ) -> Response:
     """Pending tasks in the order the engine considers them, each with why it waits.
 
     The ETag is weak: it leaves out `waiting_seconds`, which grows with every poll, so a queue whose
     order and reasons did not change answers `304`; ages come from `queued_at`. The answer is
-    rendered once per published view and visible set (`routers.queue_answers`)."""
+    rendered once per published view and visible set (`routers.queue_answers`). With `limit` or
+    `after`, a page of it: its own ETag, and `Link: rel=next` / `X-Next-Cursor` when more follow."""
     visible = visible_teams(who, ctx.policies.policy)
     if team is not None:
         visible = visible & {team}
     answer = answers.answer(ctx.scheduler, visible, ctx.db)
-    unchanged = not_modified(request, answer.etag)  # before the body is assembled
+    headers: dict[str, str] = {}
+    if limit is not None or after is not None:
+        answer, cursor = answer.page(after, limit or 10_000)
+        if cursor is not None:
+            params = [("after", str(cursor)), ("limit", str(limit or 10_000))]
+            params += [("team", team)] if team else []
+            headers = {
+                "Link": link_header(f"{request.url.path}?{query_string(params)}", "next"),
+                "X-Next-Cursor": str(cursor),
+            }
+    unchanged = not_modified(request, answer.etag, headers)  # before the body is assembled
     if unchanged is not None:
         return unchanged
-    return json_bytes(answer.body(ctx.clock.now()), answer.etag)
+    return json_bytes(answer.body(ctx.clock.now()), answer.etag, headers)
 
 
 def _intervals(

@@ -98,6 +98,8 @@ class Row:
     core: bytes
     tail: bytes
     queued_at: float
+    #: Its place in the cluster's queue: what a page's cursor names.
+    position: int
 
 
 class Fragments:
@@ -146,7 +148,7 @@ class Fragments:
             if where is not None:
                 position, team_position = where.position, where.team_position
             core = b"%s%d%s%d" % (part.head, position, _TEAM_POSITION, team_position)
-            rows.append(Row(task.team, core, part.queued + text, task.queued_at))
+            rows.append(Row(task.team, core, part.queued + text, task.queued_at, position))
         self.tasks, self.reasons = tasks, texts
         return rows, len(names) == len(new)
 
@@ -180,6 +182,8 @@ class QueueAnswer:
     _queued_at: tuple[float, ...]
     #: The latest `queued_at`: while it is not after now, no age is negative.
     _latest: float
+    #: The entries, for pages of them (`page`).
+    rows: tuple[Row, ...] = ()
 
     @classmethod
     def of(cls, rows: Sequence[Row]) -> QueueAnswer:
@@ -190,7 +194,16 @@ class QueueAnswer:
         gaps += [before.tail + b"," + row.core + _WAITING for before, row in pairwise(rows)]
         gaps.append(rows[-1].tail + b"]")
         queued_at = tuple(r.queued_at for r in rows)
-        return cls(etag, tuple(gaps), queued_at, max(queued_at))
+        return cls(etag, tuple(gaps), queued_at, max(queued_at), tuple(rows))
+
+    def page(self, after: int | None, limit: int) -> tuple[QueueAnswer, int | None]:
+        """The first `limit` entries placed after position `after` (all from the start when None),
+        as an answer of their own (its ETag and body cover the page alone), and the position to
+        ask after for the next page, None when this one is the last."""
+        rows = self.rows if after is None else [r for r in self.rows if r.position > after]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return QueueAnswer.of(rows), (rows[-1].position if more else None)
 
     def body(self, now: float) -> bytes:
         """The JSON body at `now`: what `QUEUE.dump_json` of the entries built at `now` gives
