@@ -76,10 +76,11 @@ def queue(
     visible = visible_teams(who, ctx.policies.policy)
     if team is not None:
         visible = visible & {team}
-    answer = answers.answer(ctx.scheduler, visible, ctx.db)
     headers: dict[str, str] = {}
-    if limit is not None or after is not None:
-        answer, cursor = answer.page(after, limit or 10_000)
+    if limit is None and after is None:
+        answer = answers.answer(ctx.scheduler, visible, ctx.db)
+    else:
+        answer, cursor = answers.page(ctx.scheduler, visible, ctx.db, after, limit or 10_000)
         if cursor is not None:
             params = [("after", str(cursor)), ("limit", str(limit or 10_000))]
             params += [("team", team)] if team else []

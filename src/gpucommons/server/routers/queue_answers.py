@@ -182,8 +182,6 @@ class QueueAnswer:
     _queued_at: tuple[float, ...]
     #: The latest `queued_at`: while it is not after now, no age is negative.
     _latest: float
-    #: The entries, for pages of them (`page`).
-    rows: tuple[Row, ...] = ()
 
     @classmethod
     def of(cls, rows: Sequence[Row]) -> QueueAnswer:
@@ -194,16 +192,7 @@ class QueueAnswer:
         gaps += [before.tail + b"," + row.core + _WAITING for before, row in pairwise(rows)]
         gaps.append(rows[-1].tail + b"]")
         queued_at = tuple(r.queued_at for r in rows)
-        return cls(etag, tuple(gaps), queued_at, max(queued_at), tuple(rows))
-
-    def page(self, after: int | None, limit: int) -> tuple[QueueAnswer, int | None]:
-        """The first `limit` entries placed after position `after` (all from the start when None),
-        as an answer of their own (its ETag and body cover the page alone), and the position to
-        ask after for the next page, None when this one is the last."""
-        rows = self.rows if after is None else [r for r in self.rows if r.position > after]
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return QueueAnswer.of(rows), (rows[-1].position if more else None)
+        return cls(etag, tuple(gaps), queued_at, max(queued_at))
 
     def body(self, now: float) -> bytes:
         """The JSON body at `now`: what `QUEUE.dump_json` of the entries built at `now` gives
@@ -226,6 +215,8 @@ class _Slot:
     rows: list[Row]
     complete: bool
     answers: dict[frozenset[str], QueueAnswer] = field(default_factory=dict)
+    #: The rows each visible set sees, for pages (rendered per page, not kept).
+    visible_rows: dict[frozenset[str], list[Row]] = field(default_factory=dict)
 
 
 def _same_queue(a: ReadView, b: ReadView) -> bool:
@@ -236,6 +227,16 @@ def _same_queue(a: ReadView, b: ReadView) -> bool:
 
 def _answer(rows: Sequence[Row], visible: frozenset[str]) -> QueueAnswer:
     return QueueAnswer.of([r for r in rows if r.team in visible])
+
+
+def _page(rows: Sequence[Row], after: int | None, limit: int) -> tuple[QueueAnswer, int | None]:
+    """The first `limit` of `rows` placed after position `after` (from the start when None), as an
+    answer of their own (its ETag and body cover the page alone), and the position to ask after for
+    the next page, None when this one is the last."""
+    if after is not None:
+        rows = [r for r in rows if r.position > after]
+    page = rows[:limit]
+    return QueueAnswer.of(page), (page[-1].position if len(rows) > limit else None)
 
 
 class QueueAnswers:
@@ -279,13 +280,37 @@ class QueueAnswers:
                     slot.answers[visible] = hit
             return hit
 
+    def page(
+        self, scheduler: TaskWorker, visible: frozenset[str], db: Database, after: int | None, limit: int
+    ) -> tuple[QueueAnswer, int | None]:
+        """A page of the answer `answer` gives (`_page`), made from the view's kept rows: a page
+        of 100 costs its 100 entries, not the rendering of the whole queue."""
+        placed = scheduler.positions()
+        if placed:  # as in `answer`: the cluster's own positions are never kept
+            with self._lock:
+                published = scheduler.view
+                order = views.queue_order(published.pending)
+                reasons = views.resolve_reasons(order, published.reasons)
+                rows, _ = self._fragments.rows(db, order, reasons, placed)
+            return _page([r for r in rows if r.team in visible], after, limit)
+        with self._lock:
+            slot = self._slot_for(scheduler.view, db)
+            seen = slot.visible_rows.get(visible)
+            if seen is None:
+                seen = [r for r in slot.rows if r.team in visible]
+                if slot.complete:
+                    if len(slot.visible_rows) >= self.keep:
+                        del slot.visible_rows[next(iter(slot.visible_rows))]
+                    slot.visible_rows[visible] = seen
+        return _page(seen, after, limit)
+
     def _slot_for(self, published: ReadView, db: Database) -> _Slot:
         """The slot of `published` (caller holds `_lock`), carried over when its queue is the same."""
         slot = self._slot
         if slot is not None and slot.view is published:
             return slot
         if slot is not None and slot.complete and _same_queue(slot.view, published):
-            slot = _Slot(published, slot.rows, True, slot.answers)
+            slot = _Slot(published, slot.rows, True, slot.answers, slot.visible_rows)
         else:
             order = views.queue_order(published.pending)
             reasons = views.resolve_reasons(order, published.reasons)
