@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gpucommons.cli._client import api
+from gpucommons.cli._client import api, err_console
 from gpucommons.cli.main import app
 from gpucommons.cli.tables import Col, print_table
 
@@ -122,10 +122,20 @@ def queue(
     wide: Annotated[
         bool, typer.Option("--wide", help="Every column, even when the terminal is narrow.")
     ] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, max=10_000, help="Only the first N waiting tasks (default: all)."),
+    ] = None,
 ) -> None:
     """Pending tasks in the order the scheduler considers them, and why each waits."""
+    more: int | None = None
     with api() as client:
-        rows = client.queue(team)
+        if limit is None:
+            rows = client.queue(team)
+        else:
+            rows, more = client.queue_page(team, limit)
+    if more is not None:
+        err_console.print(f"the first {limit} waiting tasks; more wait after position {more}")
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in rows], indent=2))
         return

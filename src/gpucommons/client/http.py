@@ -166,6 +166,18 @@ class CommonsClient:
     def queue(self, team: str | None = None) -> list[schemas.QueueEntry]:
         return self._models(schemas.QueueEntry, "GET", "/api/v1/queue", params={"team": team} if team else {})
 
+    def queue_page(
+        self, team: str | None = None, limit: int = 100, after: int | None = None
+    ) -> tuple[list[schemas.QueueEntry], int | None]:
+        """A page of the queue, and the position to ask after for the next one (None: the last)."""
+        params: dict[str, str | int] = {"limit": limit, **({"team": team} if team else {})}
+        if after is not None:
+            params["after"] = after
+        response = self._request("GET", "/api/v1/queue", params=params)
+        entries = TypeAdapter(list[schemas.QueueEntry]).validate_python(response.json())
+        cursor = response.headers.get("x-next-cursor")
+        return entries, int(cursor) if cursor else None
+
     def usage(
         self, start: datetime | None = None, end: datetime | None = None, team: str | None = None
     ) -> list[schemas.UsageInterval]:

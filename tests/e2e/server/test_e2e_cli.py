@@ -86,6 +86,27 @@ def test_cli_against_the_live_server(platform_factory: object, tmp_path: Path) -
     assert applied.returncode == 0 and "applied policy version 2" in applied.stdout, applied.stdout
 
 
+def test_queue_shows_its_first_tasks_and_says_more_wait(platform_factory: object) -> None:
+    platform: Platform = platform_factory()  # type: ignore[operator]
+    env = platform.env()
+    holders = [platform.submit("--team", t, "--gpus", "2", "--", "sleep", "600") for t in "ab"]
+    waiting = [platform.submit("--team", "a", "--gpus", "1", "--", "sleep", "600") for _ in range(3)]
+    platform.wait(lambda: all(platform.task(h)["state"] == "running" for h in holders), what="the holders")
+    platform.wait(
+        lambda: len(json.loads(commons("queue", "--json", env=env).stdout)) == 3, what="three to queue"
+    )
+    page = commons("queue", "--limit", "2", "--json", env=env)
+    assert page.returncode == 0, page.stderr
+    assert [e["task_id"] for e in json.loads(page.stdout)] == waiting[:2]
+    assert "the first 2 waiting tasks; more wait after position" in page.stderr
+    whole = commons("queue", "--limit", "3", env=env)
+    assert whole.returncode == 0 and "more wait" not in whole.stderr
+    zero = commons("queue", "--limit", "0", env=env)  # a usage error, as click reports them: exit 2
+    assert zero.returncode == 2 and "--limit" in zero.stderr and "Traceback" not in zero.stderr
+    for task_id in holders + waiting:
+        commons("cancel", task_id, env=env)
+
+
 def test_tasks_watch_prints_tables_when_piped(platform_factory: object) -> None:
     platform: Platform = platform_factory()  # type: ignore[operator]
     watch = subprocess.Popen(
