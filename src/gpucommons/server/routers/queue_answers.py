@@ -215,7 +215,7 @@ class _Slot:
     rows: list[Row]
     complete: bool
     answers: dict[frozenset[str], QueueAnswer] = field(default_factory=dict)
-    #: The rows each visible set sees, for pages (rendered per page, not kept).
+    #: The rows each visible set sees, kept for pages (a page's answer is made per request).
     visible_rows: dict[frozenset[str], list[Row]] = field(default_factory=dict)
 
 
@@ -283,8 +283,9 @@ class QueueAnswers:
     def page(
         self, scheduler: TaskWorker, visible: frozenset[str], db: Database, after: int | None, limit: int
     ) -> tuple[QueueAnswer, int | None]:
-        """A page of the answer `answer` gives (`_page`), made from the view's kept rows: a page
-        of 100 costs its 100 entries, not the rendering of the whole queue."""
+        """A page of the answer `answer` gives (`_page`), made from the view's kept rows: beyond
+        those rows, which every reader of a view shares, a page of 100 costs its 100 entries, not
+        the joining and hashing of the whole queue's answer."""
         placed = scheduler.positions()
         if placed:  # as in `answer`: the cluster's own positions are never kept
             with self._lock:
