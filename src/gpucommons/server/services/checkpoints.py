@@ -9,6 +9,10 @@ from gpucommons.domain.model import PriorityClass
 from gpucommons.domain.task import CheckpointMode, CheckpointSpec
 from gpucommons.policy import parse_duration
 
+#: The longest checkpoint interval a task may declare: a year. Longer says "never" (declare none);
+#: and the store keeps the interval in a 32-bit column, which PostgreSQL refuses to overflow.
+MAX_CHECKPOINT_INTERVAL_S = 365 * 86_400
+
 
 def parse_checkpoint(text: str | None) -> CheckpointSpec:
     """`None` → no declaration; `on-signal`; `every:<n><s|m|h|d>`."""
@@ -23,6 +27,8 @@ def parse_checkpoint(text: str | None) -> CheckpointSpec:
         seconds = parse_duration(interval)
         if seconds <= 0:
             raise ValueError("the interval must be positive")
+        if seconds > MAX_CHECKPOINT_INTERVAL_S:
+            raise ValueError(f"the interval must be at most 365d ({MAX_CHECKPOINT_INTERVAL_S} s)")
     except ValueError as exc:
         raise ValidationFailed(
             f"checkpoint {text!r} is neither 'on-signal' nor 'every:<duration>' (e.g. every:30m): {exc}",
