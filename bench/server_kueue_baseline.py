@@ -307,8 +307,9 @@ def summarise(
         if task is None:
             continue
         first_start[task["id"]] = min(first_start.get(task["id"], start), start)
-        held_cpu_s += task["cpu_milli"] / 1000 * (end - start)
-        held_by_class[task["priority"]] += task["cpu_milli"] / 1000 * (end - start)
+        held = task["cpu_milli"] / 1000 * (end - start)
+        held_cpu_s += held
+        held_by_class[task["priority"]] += held
         attempts_by_class[task["priority"]] += 1
     work_by_class: dict[str, float] = defaultdict(float)
     for job in jobs:

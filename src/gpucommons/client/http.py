@@ -64,7 +64,7 @@ class CommonsClient:
         return model.model_validate(self._request(method, path, **kwargs).json())
 
     def _models(self, model: type[M], method: str, path: str, **kwargs: Any) -> list[M]:
-        return TypeAdapter(list[model]).validate_python(self._request(method, path, **kwargs).json())  # type: ignore[valid-type]
+        return _list_of(model, self._request(method, path, **kwargs))
 
     # --- tasks ------------------------------------------------------------------------------------
 
@@ -174,9 +174,8 @@ class CommonsClient:
         if after is not None:
             params["after"] = after
         response = self._request("GET", "/api/v1/queue", params=params)
-        entries = TypeAdapter(list[schemas.QueueEntry]).validate_python(response.json())
         cursor = response.headers.get("x-next-cursor")
-        return entries, int(cursor) if cursor else None
+        return _list_of(schemas.QueueEntry, response), int(cursor) if cursor else None
 
     def usage(
         self, start: datetime | None = None, end: datetime | None = None, team: str | None = None
@@ -197,6 +196,11 @@ class CommonsClient:
 
     def health(self) -> schemas.Health:
         return self._model(schemas.Health, "GET", "/healthz")
+
+
+def _list_of(model: type[M], response: httpx.Response) -> list[M]:
+    """The response's JSON list, each item read as `model`."""
+    return TypeAdapter(list[model]).validate_python(response.json())  # type: ignore[valid-type]
 
 
 def _window(start: datetime | None, end: datetime | None, team: str | None) -> dict[str, str]:

@@ -80,9 +80,10 @@ def queue(
     if limit is None and after is None:
         answer = answers.answer(ctx.scheduler, visible, ctx.db)
     else:
-        answer, cursor = answers.page(ctx.scheduler, visible, ctx.db, after, limit or 10_000)
+        size = limit or 10_000
+        answer, cursor = answers.page(ctx.scheduler, visible, ctx.db, after, size)
         if cursor is not None:
-            params = [("after", str(cursor)), ("limit", str(limit or 10_000))]
+            params = [("after", str(cursor)), ("limit", str(size))]
             params += [("team", team)] if team else []
             headers = {
                 "Link": link_header(f"{request.url.path}?{query_string(params)}", "next"),

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise, repeat
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from pydantic import TypeAdapter
@@ -47,6 +47,8 @@ from gpucommons.server.workers.outputs import ReadView
 from gpucommons.server.workers.port import TaskWorker
 from gpucommons.store.db import Database
 from gpucommons.store.models import TaskRow
+
+T = TypeVar("T")
 
 QUEUE = TypeAdapter(list[schemas.QueueEntry])
 _ENTRY = TypeAdapter(schemas.QueueEntry)
@@ -255,13 +257,9 @@ class QueueAnswers:
     def answer(self, scheduler: TaskWorker, visible: frozenset[str], db: Database) -> QueueAnswer:
         placed = scheduler.positions()
         if placed:  # the cluster's own positions move without a new view: never kept
-            with self._lock:
-                published = scheduler.view
-                order = views.queue_order(published.pending)
-                reasons = views.resolve_reasons(order, published.reasons)
-                rows, _ = self._fragments.rows(db, order, reasons, placed)
-                self.renders += 1
-                return _answer(rows, visible)
+            rows = self._rows_placed(scheduler, db, placed)
+            self.renders += 1
+            return _answer(rows, visible)
         slot = self._slot
         if slot is not None and slot.view is scheduler.view:
             hit = slot.answers.get(visible)
@@ -275,9 +273,7 @@ class QueueAnswers:
                 hit = _answer(slot.rows, visible)
                 self.renders += 1
                 if slot.complete:
-                    if len(slot.answers) >= self.keep:
-                        del slot.answers[next(iter(slot.answers))]
-                    slot.answers[visible] = hit
+                    self._keep(slot.answers, visible, hit)
             return hit
 
     def page(
@@ -288,11 +284,7 @@ class QueueAnswers:
         the joining and hashing of the whole queue's answer."""
         placed = scheduler.positions()
         if placed:  # as in `answer`: the cluster's own positions are never kept
-            with self._lock:
-                published = scheduler.view
-                order = views.queue_order(published.pending)
-                reasons = views.resolve_reasons(order, published.reasons)
-                rows, _ = self._fragments.rows(db, order, reasons, placed)
+            rows = self._rows_placed(scheduler, db, placed)
             return _page([r for r in rows if r.team in visible], after, limit)
         with self._lock:
             slot = self._slot_for(scheduler.view, db)
@@ -300,10 +292,25 @@ class QueueAnswers:
             if seen is None:
                 seen = [r for r in slot.rows if r.team in visible]
                 if slot.complete:
-                    if len(slot.visible_rows) >= self.keep:
-                        del slot.visible_rows[next(iter(slot.visible_rows))]
-                    slot.visible_rows[visible] = seen
+                    self._keep(slot.visible_rows, visible, seen)
         return _page(seen, after, limit)
+
+    def _rows_placed(
+        self, scheduler: TaskWorker, db: Database, placed: Mapping[str, QueuePosition]
+    ) -> list[Row]:
+        """Every entry of the current view with the positions the cluster reports, rendered anew."""
+        with self._lock:
+            published = scheduler.view
+            order = views.queue_order(published.pending)
+            reasons = views.resolve_reasons(order, published.reasons)
+            rows, _ = self._fragments.rows(db, order, reasons, placed)
+            return rows
+
+    def _keep(self, kept: dict[frozenset[str], T], visible: frozenset[str], value: T) -> None:
+        """Keep `value` for `visible`, dropping the oldest kept when `keep` are held already."""
+        if len(kept) >= self.keep:
+            del kept[next(iter(kept))]
+        kept[visible] = value
 
     def _slot_for(self, published: ReadView, db: Database) -> _Slot:
         """The slot of `published` (caller holds `_lock`), carried over when its queue is the same."""
