@@ -119,6 +119,20 @@ def process_cpu_s(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / CLK_TCK
 
 
+def tree_cpu_s(pid: int) -> float:
+    """`process_cpu_s` of a process and of every live descendant (`commons up --workers N`'s worker
+    processes are its children); one that exits in between counts what it had."""
+    total = 0.0
+    stack = [pid]
+    while stack:
+        one = stack.pop()
+        with contextlib.suppress(OSError):
+            total += process_cpu_s(one)
+            for task in Path(f"/proc/{one}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+    return total
+
+
 @contextlib.contextmanager
 def fresh_database(kind: str, workdir: Path) -> Iterator[str | None]:
     """None for SQLite (the server's default file under its home), else a new PostgreSQL database."""
@@ -161,7 +175,12 @@ def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, seconds: fl
 
 @contextlib.contextmanager
 def running_server(
-    workdir: Path, database_url: str | None, tick: float, count_sql: bool, src: Path | None = None
+    workdir: Path,
+    database_url: str | None,
+    tick: float,
+    count_sql: bool,
+    src: Path | None = None,
+    workers: int = 1,
 ) -> Iterator[Server]:
     home = workdir / "home"
     policy = workdir / "policy.yaml"
@@ -175,6 +194,8 @@ def running_server(
     entry = [str(BENCH / "api_load_sqlcount.py")] if count_sql else ["-m", "gpucommons"]
     argv = [sys.executable, *entry, "up", "--policy", str(policy), "--home", str(home), "--port", str(port)]
     argv += ["--executor", "timer", "--tick", str(tick)]
+    if workers > 1:
+        argv += ["--workers", str(workers)]
     log = workdir / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -320,19 +341,20 @@ async def drive(
 
         tasks = [asyncio.create_task(worker(w)) for w in range(clients)]
         await asyncio.sleep(max(0.0, begin - loop.time()))
-        cpu_begin, server_begin = time.process_time(), process_cpu_s(server.proc.pid)
+        cpu_begin, server_begin = time.process_time(), tree_cpu_s(server.proc.pid)
         await asyncio.gather(*tasks)
         last_end = loop.time()
         load.window_s = min(last_end, end) - begin if last_end > begin else 0.0
         load.window_s = max(load.window_s, 1e-9)
         load.client_cpu_s = time.process_time() - cpu_begin
-        load.server_cpu_s = process_cpu_s(server.proc.pid) - server_begin
+        load.server_cpu_s = tree_cpu_s(server.proc.pid) - server_begin
     return load
 
 
 @dataclass
 class Cell:
     code: str
+    workers: int
     db: str
     clients: int
     mix: str
@@ -356,7 +378,7 @@ class Cell:
     profile: dict[str, list[tuple[str, int]]] | None = None
 
 
-def summarise(code: str, db: str, clients: int, mix: str, load: Load, pending_end: int) -> Cell:
+def summarise(code: str, workers: int, db: str, clients: int, mix: str, load: Load, pending_end: int) -> Cell:
     ms = [s.latency_s * 1000 for s in load.samples]
     submits = [s.latency_s * 1000 for s in load.samples if s.kind == "submit"]
     reads = [s.latency_s * 1000 for s in load.samples if s.kind != "submit"]
@@ -369,6 +391,7 @@ def summarise(code: str, db: str, clients: int, mix: str, load: Load, pending_en
     ok_submits = sum(1 for s in load.samples if s.kind == "submit" and s.ok)
     return Cell(
         code=code,
+        workers=workers,
         db=db,
         clients=clients,
         mix=mix,
@@ -467,18 +490,20 @@ def reset_sql_counts(server: Server) -> None:
         client.post("/_bench/sql/reset")
 
 
-def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace, src: Path | None) -> Cell:
+def run_cell(
+    db: str, clients: int, mix: str, args: argparse.Namespace, src: Path | None, workers: int = 1
+) -> Cell:
     workdir = Path(tempfile.mkdtemp(prefix="commons-api-load-"))
     code = "baseline" if src is not None else "this"
     try:
         with (
             fresh_database(db, workdir) as url,
-            running_server(workdir, url, args.tick, args.count_sql, src) as server,
+            running_server(workdir, url, args.tick, args.count_sql, src, workers) as server,
         ):
             seeds = prepare(server, args.backlog)
             if args.count_sql:
                 reset_sql_counts(server)
-            raw = args.profile / f"{code}-{db}-{clients}-{mix}.txt" if args.profile else None
+            raw = args.profile / f"{code}-w{workers}-{db}-{clients}-{mix}.txt" if args.profile else None
 
             async def measured() -> Load:
                 task = asyncio.create_task(
@@ -499,7 +524,7 @@ def run_cell(db: str, clients: int, mix: str, args: argparse.Namespace, src: Pat
                     return await task
 
             load = asyncio.run(measured())
-            cell = summarise(code, db, clients, mix, load, pending_now(server))
+            cell = summarise(code, workers, db, clients, mix, load, pending_now(server))
             if args.count_sql:
                 cell.sql = fetch_sql_counts(server)
             if raw is not None and raw.exists():
@@ -515,15 +540,15 @@ def fmt_errors(errors: dict[str, int]) -> str:
 
 def print_tables(cells: list[Cell]) -> None:
     head = (
-        "| code | db | clients | mix | requests | errors | req/s | submits/s | p50 ms | p99 ms "
+        "| code | workers | db | clients | mix | requests | errors | req/s | submits/s | p50 ms | p99 ms "
         "| submit p50 / p99 ms | read p50 / p99 ms | pending at end | client CPU ms/req | server CPU ms/req |"
     )
     print(head)
     print("|" + "---|" * head.count(" | ") + "---|")
     for c in cells:
         print(
-            f"| {c.code} | {c.db} | {c.clients} | {c.mix} | {c.requests} | {fmt_errors(c.errors)} "
-            f"| {c.req_per_s:.0f} "
+            f"| {c.code} | {c.workers} | {c.db} | {c.clients} | {c.mix} | {c.requests} "
+            f"| {fmt_errors(c.errors)} | {c.req_per_s:.0f} "
             f"| {c.submits_per_s:.0f} | {c.p50_ms:.1f} | {c.p99_ms:.1f} "
             f"| {c.submit_p50_ms:.1f} / {c.submit_p99_ms:.1f} "
             f"| {c.read_p50_ms:.1f} / {c.read_p99_ms:.1f} | {c.pending_end} "
@@ -532,11 +557,14 @@ def print_tables(cells: list[Cell]) -> None:
     mixed = [c for c in cells if c.by_read]
     if mixed:
         print()
-        print("| code | db | clients | read | requests | p50 ms | p99 ms |")
-        print("|---|---|---|---|---|---|---|")
+        print("| code | workers | db | clients | read | requests | p50 ms | p99 ms |")
+        print("|---|---|---|---|---|---|---|---|")
         for c in mixed:
             for kind, (n, p50, p99) in c.by_read.items():
-                print(f"| {c.code} | {c.db} | {c.clients} | {kind} | {n} | {p50:.1f} | {p99:.1f} |")
+                print(
+                    f"| {c.code} | {c.workers} | {c.db} | {c.clients} | {kind} | {n} "
+                    f"| {p50:.1f} | {p99:.1f} |"
+                )
         if any(c.not_modified for c in mixed):
             print(
                 "\n"
@@ -544,6 +572,7 @@ def print_tables(cells: list[Cell]) -> None:
                     f"{c.code} {c.db} {c.clients}: {c.not_modified} reads answered 304" for c in mixed
                 )
             )
+    print_worker_ratios(cells)
     baselines = {(c.db, c.clients, c.mix): c for c in cells if c.code == "baseline"}
     pairs = [(baselines[(t.db, t.clients, t.mix)], t) for t in cells if (t.db, t.clients, t.mix) in baselines]
     pairs = [(b, t) for b, t in pairs if t.code == "this"]
@@ -587,6 +616,31 @@ def print_tables(cells: list[Cell]) -> None:
                     print(f"    {100 * samples / max(1, total):5.1f} %  {frame}")
 
 
+def print_worker_ratios(cells: list[Cell]) -> None:
+    """Each cell with several API worker processes against the same cell with one, same run."""
+    one = {(c.code, c.db, c.clients, c.mix): c for c in cells if c.workers == 1}
+    pairs = [
+        (one[(c.code, c.db, c.clients, c.mix)], c)
+        for c in cells
+        if c.workers > 1 and (c.code, c.db, c.clients, c.mix) in one
+    ]
+    if not pairs:
+        return
+    print()
+    print(
+        "| code | db | clients | mix | workers | req/s ÷ 1 worker | p99 ÷ 1 worker "
+        "| server CPU/req ÷ 1 worker | client CPU/req ÷ 1 worker (the control) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for b, c in pairs:
+        print(
+            f"| {c.code} | {c.db} | {c.clients} | {c.mix} | {c.workers} "
+            f"| {c.req_per_s / max(b.req_per_s, 1e-9):.2f} | {c.p99_ms / max(b.p99_ms, 1e-9):.2f} "
+            f"| {c.server_cpu_ms_per_req / max(b.server_cpu_ms_per_req, 1e-9):.2f} "
+            f"| {c.client_cpu_ms_per_req / max(b.client_cpu_ms_per_req, 1e-9):.2f} |"
+        )
+
+
 def last_line(cells: list[Cell]) -> str:
     cells = [c for c in cells if c.code == "this"]
     submit = [c for c in cells if c.mix == "submit"]
@@ -626,6 +680,14 @@ def main() -> None:
         help="read the queue a page at a time, `GET /api/v1/queue?limit=N` (default: all of it)",
     )
     parser.add_argument(
+        "--workers",
+        nargs="+",
+        type=int,
+        default=[1],
+        help="API processes of the server (`commons up --workers N`; PostgreSQL cells only, SQLite "
+        "cells run with 1); several counts run each PostgreSQL cell once per count and print the ratios",
+    )
+    parser.add_argument(
         "--baseline-src",
         type=Path,
         help="also run each cell, just before, with the server's code from this src/ folder "
@@ -641,13 +703,15 @@ def main() -> None:
         for clients in args.clients:
             for mix in args.mix:
                 codes: list[Path | None] = [args.baseline_src, None] if args.baseline_src else [None]
+                counts = args.workers if db == "postgres" else [1]
+                runs = [(src, n) for src in codes for n in counts]
                 if len(cells) % 4 == 2:
-                    codes.reverse()  # every other pair runs the new code first: drift in the load cancels
-                for src in codes:
-                    cell = run_cell(db, clients, mix, args, src)
+                    runs.reverse()  # every other group runs in reverse: drift in the load cancels
+                for src, workers in runs:
+                    cell = run_cell(db, clients, mix, args, src, workers)
                     cells.append(cell)
                     print(
-                        f"# {cell.code} {db} {clients} clients {mix}: {cell.req_per_s:.0f} req/s, "
+                        f"# {cell.code} w{workers} {db} {clients} clients {mix}: {cell.req_per_s:.0f} req/s, "
                         f"p99 {cell.p99_ms:.1f} ms, load average {os.getloadavg()[0]:.2f}",
                         flush=True,
                     )

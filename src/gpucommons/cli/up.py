@@ -23,7 +23,10 @@ from gpucommons.cli.main import app
 from gpucommons.policy import PolicyError
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from gpucommons.server.context import ServerContext
+    from gpucommons.server.settings import Settings
 
 DEFAULT_POLICY = Path("examples/commons.yaml")
 
@@ -78,6 +81,30 @@ def start_election(ctx: ServerContext) -> str:
         f"role: follower (the leader is {holder or 'another process'}; this process serves the API and "
         f"takes over within seconds when the leader goes; {lock})"
     )
+
+
+def serve_with_workers(server: uvicorn.Server, settings: Settings) -> None:
+    """Serve on one socket with `settings.workers - 1` follower processes beside this one."""
+    from gpucommons.server.api_workers import ApiWorkers, listening_socket
+
+    try:
+        sock = listening_socket(settings.host, settings.port)
+    except OSError as exc:
+        where = f"{settings.host}:{settings.port}"
+        raise fail(f"cannot listen on {where}: {exc.strerror or exc} (pass --port)") from None
+    # The workers serve the stored policy: this process has just applied the file, if it differed.
+    workers = ApiWorkers(settings.model_copy(update={"policy": None}), sock, settings.workers - 1)
+    workers.start()
+    typer.echo(
+        f"api workers: {settings.workers} processes on this port (this one and pids "
+        f"{', '.join(map(str, workers.pids()))}, which serve the API as followers)"
+    )
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        workers.stop()
+        sock.close()
 
 
 @app.command()
@@ -158,13 +185,23 @@ def up(
         str | None,
         typer.Option("--public-url", help="The URL tasks reach this server at (default: http://HOST:PORT)."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="API processes on this port (PostgreSQL): this one leads and runs the scheduler, the "
+            "others serve the API.",
+            show_default="1, or $COMMONS_WORKERS",
+        ),
+    ] = None,
 ) -> None:
     """Start the server, the scheduler and the executor; print the URL and the admin token."""
     # Imported here so that every other command starts without loading the server.
     import uvicorn
 
     from gpucommons.backends.local.accounts import default_home
-    from gpucommons.server.app import build_context, create_app
     from gpucommons.server.settings import Settings
 
     try:
@@ -207,6 +244,7 @@ def up(
             "public_url": public_url or env.public_url,
             "slurm_conf": slurm_conf.resolve() if slurm_conf else None,
             "slurm_partition": partition or env.slurm_partition,
+            "workers": workers or env.workers,
         }
     )
     import logging
@@ -221,6 +259,12 @@ def up(
         settings.sharing()
     except ValueError as exc:
         raise fail(str(exc)) from None
+    if settings.workers > 1:
+        from gpucommons.server.api_workers import share_metrics
+
+        share_metrics(home)
+    from gpucommons.server.app import build_context, create_app
+
     try:
         ctx = build_context(settings)
     except PolicyError as error:
@@ -256,7 +300,10 @@ def up(
         app, host=host, port=port, log_level=settings.log_level, access_log=False, timeout_keep_alive=75
     )
     server = CommonsServer(config, ctx)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+    if settings.workers == 1:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+    else:
+        serve_with_workers(server, settings)
     if not server.started:
         raise typer.Exit(3)  # what uvicorn.run exits with when the server could not start

@@ -2,18 +2,27 @@
 
 Counters and the cycle-latency histogram are pushed by the scheduler's hooks; the per-team gauges
 are computed at scrape time from the engine's state, so they can never drift from what it decides on.
+
+With several API processes on one port (`commons up --workers N`) a scrape reaches whichever process
+accepts it, and only the leader counts admissions. So `commons up` then sets prometheus_client's
+`PROMETHEUS_MULTIPROC_DIR` before anything imports it: every process writes its counters and
+histograms to files there, and each scrape adds up all processes' (`MultiProcessCollector`); the
+gauges are still computed from the answering process's view.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from gpucommons.engine.types import Decisions
+from gpucommons.server.settings import METRICS_DIR_ENV
 from gpucommons.server.workers.outputs import SchedulerHooks
 
 
@@ -89,6 +98,9 @@ class Metrics(SchedulerHooks):
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        #: Where every API process writes its counters (`commons up --workers N`), else None.
+        self.shared_dir = os.environ.get(METRICS_DIR_ENV) or None
+        self._state: Callable[[], GaugeSnapshot] | None = None
         self.admissions = Counter(
             "commons_admissions", "Tasks admitted", ["team", "pool", "borrowing"], registry=self.registry
         )
@@ -127,6 +139,7 @@ class Metrics(SchedulerHooks):
         )
 
     def watch_state(self, snapshot: Callable[[], GaugeSnapshot]) -> None:
+        self._state = snapshot
         self.registry.register(_StateCollector(snapshot))
 
     def cycle_done(self, seconds: float, decisions: Decisions) -> None:
@@ -155,4 +168,12 @@ class Metrics(SchedulerHooks):
         self.api_latency.labels(method, route, str(status)).observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self.shared_dir is None:
+            return generate_latest(self.registry)
+        # Every process's counters and histograms from their files (this one's included), and the
+        # gauges of this process's view; the live registry would count this process twice.
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, self.shared_dir)  # type: ignore[no-untyped-call]
+        if self._state is not None:
+            registry.register(_StateCollector(self._state))
+        return generate_latest(registry)

@@ -14,6 +14,10 @@ from gpucommons.server.auth.throttle import DEFAULT_FAILURE_LIMIT, DEFAULT_WINDO
 from gpucommons.server.request_guard import DEFAULT_MAX_BODY_BYTES
 from gpucommons.server.runtime import DEFAULT_GEN0_THRESHOLD
 
+#: prometheus_client's multiprocess directory, which `commons up --workers N` sets for every process
+#: before anything imports prometheus_client (`server.metrics`). Not a setting: the library reads it.
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COMMONS_", extra="ignore")
@@ -71,6 +75,9 @@ class Settings(BaseSettings):
     #: the other background workers, a follower takes over when the leader dies (PostgreSQL);
     #: `auto`: `single` on SQLite, `shared` on PostgreSQL.
     leadership: Literal["auto", "single", "shared"] = "auto"
+    #: API processes `commons up` runs on its one port (`server.api_workers`): this one and N−1
+    #: followers that serve the API only. More than one needs shared leadership (PostgreSQL).
+    workers: int = Field(1, ge=1, le=64)
     #: The garbage collector's young-generation threshold in `commons up` (server/runtime.py); 0
     #: leaves CPython's defaults alone (and start-up objects unfrozen).
     gc_threshold: int = Field(DEFAULT_GEN0_THRESHOLD, ge=0)
@@ -100,9 +107,18 @@ class Settings(BaseSettings):
             raise ValueError(
                 "COMMONS_LEADERSHIP=shared needs PostgreSQL: a SQLite database serves one server process"
             )
-        if self.leadership == "auto":
-            return Sharing.SINGLE if sqlite else Sharing.SHARED
-        return Sharing(self.leadership)
+        sharing = (
+            Sharing(self.leadership)
+            if self.leadership != "auto"
+            else (Sharing.SINGLE if sqlite else Sharing.SHARED)
+        )
+        if self.workers > 1 and sharing is not Sharing.SHARED:
+            why = "a SQLite database serves one server process" if sqlite else "COMMONS_LEADERSHIP is single"
+            raise ValueError(
+                f"--workers {self.workers} (COMMONS_WORKERS) needs PostgreSQL with shared leadership: {why}; "
+                "use one worker, or COMMONS_DATABASE_URL=postgresql+psycopg://…"
+            )
+        return sharing
 
     def resolved_database_url(self) -> str:
         if self.database_url:
