@@ -15,14 +15,25 @@ as with any number of writers: `store.sequence`).
 
 Should a number collide with a row stored past the allocator (`is_seq_collision`), the allocator
 catches up and that one submission is stored once more.
+
+Staged jobs (`stage`, what the submit routes use) go further: each first checks its request without
+the store and says how many numbers it needs (`Staged`); the committer then takes the numbers of
+the whole batch in one go (`SeqAllocator.take`: one statement on PostgreSQL) and inserts every
+staged row of the batch in one flush per wave (the tasks, then the rows that reference them), under
+one SAVEPOINT — instead of a SAVEPOINT, a number and two flushes per submission. A refusal is raised
+by the check, before anything is written, so it fails alone. Should the bulk insert fail, it is
+undone and the batch's staged jobs are stored one by one, each in its own SAVEPOINT, so a row that
+cannot be stored fails only its own caller, as before (a number collision first makes the
+allocator catch up, once).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -42,10 +53,20 @@ T = TypeVar("T")
 MAX_BATCH = 256
 
 
+@dataclass(frozen=True)
+class Staged(Generic[T]):
+    """A checked request: it needs `numbers` submission numbers; `build(numbers)` gives fresh rows
+    to insert, in waves (a wave's rows may reference the earlier waves'), and the caller's answer."""
+
+    numbers: int
+    build: Callable[[list[int]], tuple[Sequence[Sequence[object]], T]]
+
+
 @dataclass
 class _Job(Generic[T]):
-    work: Callable[[Session], T]
     future: Future[T]
+    work: Callable[[Session], T] | None = None
+    prepare: Callable[[], Staged[T]] | None = None
 
 
 class GroupCommit:
@@ -74,7 +95,16 @@ class GroupCommit:
         (a refusal raised by `work`, or the commit's failure)."""
         future: Future[T] = Future()
         self._started()
-        self._queue.put(_Job(work, future))
+        self._queue.put(_Job(future, work=work))
+        return future
+
+    def stage(self, prepare: Callable[[], Staged[T]]) -> Future[T]:
+        """Queue a staged job (module docstring): `prepare` checks the request in the committer's
+        thread and raises its refusal, or says what to store; the future holds the answer once
+        the rows are committed, or the error."""
+        future: Future[T] = Future()
+        self._started()
+        self._queue.put(_Job(future, prepare=prepare))
         return future
 
     def run(self, work: Callable[[Session], T]) -> T:
@@ -129,13 +159,19 @@ class GroupCommit:
                     # SAVEPOINT would open one of its own, and releasing it would commit: begin it
                     # here (IMMEDIATE: take the write lock now rather than upgrade it midway).
                     session.execute(text("BEGIN IMMEDIATE"))
+                staged: list[tuple[_Job[Any], Staged[Any]]] = []
                 for job in jobs:
                     if not job.future.set_running_or_notify_cancel():
                         continue
                     try:
-                        done.append((job, self._store_one(session, job)))
+                        if job.prepare is not None:
+                            staged.append((job, job.prepare()))
+                        else:
+                            done.append((job, self._store_one(session, job)))
                     except Exception as exc:  # this caller's refusal; the others go on
                         job.future.set_exception(exc)
+                if staged:
+                    done += self._store_staged(session, staged)
         except Exception as exc:  # the transaction failed: none of these rows is stored
             log.warning("a group commit of %d submissions failed: %s", len(jobs), exc)
             for job in jobs:
@@ -149,12 +185,68 @@ class GroupCommit:
             job.future.set_result(result)
 
     def _store_one(self, session: Session, job: _Job[T]) -> T:
+        assert job.work is not None
+        work = job.work
+        return self._with_catch_up(session, lambda: work(session))
+
+    def _with_catch_up(self, session: Session, store: Callable[[], T]) -> T:
+        """`store()` in a SAVEPOINT; once more after the allocator caught up, on a number collision."""
         for attempt in (1, 2):
             try:
                 with session.begin_nested():
-                    return job.work(session)
+                    return store()
             except IntegrityError as exc:
                 if attempt == 2 or not is_seq_collision(exc):
                     raise
                 self._seq.catch_up(self._db)
         raise AssertionError("unreachable")
+
+    def _store_staged(
+        self, session: Session, staged: list[tuple[_Job[Any], Staged[Any]]]
+    ) -> list[tuple[_Job[Any], Any]]:
+        """Every staged job's rows in bulk; failing that, each job on its own (module docstring)."""
+        try:
+            answers = self._with_catch_up(
+                session, lambda: _insert(session, self._seq, [s for _, s in staged])
+            )
+            return list(zip([job for job, _ in staged], answers, strict=True))
+        except Exception as exc:
+            log.info("a bulk insert of %d submissions failed (%s): storing them one by one", len(staged), exc)
+        done: list[tuple[_Job[Any], Any]] = []
+        for job, one in staged:
+            try:
+                done.append(
+                    (
+                        job,
+                        self._with_catch_up(session, functools.partial(_insert_one, session, self._seq, one)),
+                    )
+                )
+            except Exception as exc:  # this row's failure; the others go on
+                job.future.set_exception(exc)
+        return done
+
+
+def _insert_one(session: Session, seq: SeqAllocator, staged: Staged[T]) -> T:
+    answer: T = _insert(session, seq, [staged])[0]
+    return answer
+
+
+def _insert(session: Session, seq: SeqAllocator, staged: list[Staged[Any]]) -> list[Any]:
+    """Take the numbers of every staged job at once, build their rows and add them wave by wave, one
+    flush per wave; the answers in the jobs' order."""
+    numbers = seq.take(session, sum(s.numbers for s in staged))
+    waves: list[list[object]] = []
+    answers = []
+    at = 0
+    for one in staged:
+        rows, answer = one.build(numbers[at : at + one.numbers])
+        at += one.numbers
+        answers.append(answer)
+        for i, wave in enumerate(rows):
+            if i == len(waves):
+                waves.append([])
+            waves[i].extend(wave)
+    for wave in waves:
+        session.add_all(wave)
+        session.flush()
+    return answers

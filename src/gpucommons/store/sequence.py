@@ -29,6 +29,10 @@ class SeqAllocator(Protocol):
         """The next submission number, for a task stored in `session`'s transaction."""
         ...
 
+    def take(self, session: Session, count: int) -> list[int]:
+        """`count` numbers at once, rising (a batch of submissions: one round trip, not `count`)."""
+        ...
+
     def catch_up(self, db: Database) -> None:
         """Continue after the largest number stored (rows written past this allocator)."""
         ...
@@ -54,12 +58,26 @@ class MemorySeq:
             self._next += 1
             return seq
 
+    def take(self, session: Session, count: int) -> list[int]:
+        with self._lock:
+            first = self._next
+            self._next += count
+        return list(range(first, first + count))
+
 
 class DatabaseSeq:
     """Numbers from the database sequence: any number of writers."""
 
     def next(self, session: Session) -> int:
         return int(session.execute(text(f"SELECT nextval('{TASK_SEQ}')")).scalar_one())
+
+    def take(self, session: Session, count: int) -> list[int]:
+        if count == 0:
+            return []
+        numbers = session.scalars(
+            text(f"SELECT nextval('{TASK_SEQ}') FROM generate_series(1, :count)"), {"count": count}
+        )
+        return sorted(int(n) for n in numbers)
 
     def catch_up(self, db: Database) -> None:
         """Moves the sequence forward only, and only past rows stored without it (which the

@@ -9,16 +9,17 @@ from concurrent.futures import Future
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from tests.integration.server.conftest import Harness
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import ValidationFailed
 from gpucommons.identity.principal import Principal
-from gpucommons.server.group_commit import GroupCommit
+from gpucommons.server.group_commit import GroupCommit, Staged
 from gpucommons.server.services import tasks as service
 from gpucommons.store.identity_models import AuditEvent
-from gpucommons.store.models import TaskRow
+from gpucommons.store.models import TaskEventRow, TaskRow
 
 ADMIN = Principal(subject="admin", platform_admin=True)
 
@@ -123,3 +124,98 @@ def test_a_submission_has_one_audit_row_written_with_it(harness: Harness) -> Non
             select(func.count()).select_from(AuditEvent).where(AuditEvent.status_code == 422)
         )
         assert count == 1
+
+
+# --- staged jobs: checked first, numbered together, inserted in bulk --------------------------------
+
+
+def _staged(
+    harness: Harness, team: str, duplicate_of: str | None = None
+) -> Callable[[], Staged[tuple[str, int]]]:
+    """What the submit route stages; `duplicate_of` reuses a stored task's id (a row the database
+    refuses, after the check accepted it)."""
+    ctx = harness.ctx
+    body = schemas.TaskSubmit(team=team, gpus=1, command=["sleep", "1"])
+
+    def prepare() -> Staged[tuple[str, int]]:
+        accepted = service.accept(ctx.policies.policy, body, ADMIN, 0.0)
+        if duplicate_of is not None:
+            accepted["id"] = duplicate_of
+
+        def build(numbers: list[int]) -> tuple[list[list[object]], tuple[str, int]]:
+            row, event = service.submission_rows(accepted, numbers[0])
+            return [[row], [event]], (row.id, row.seq)
+
+        return Staged(1, build)
+
+    return prepare
+
+
+def _queued_behind_one(
+    committer: GroupCommit, jobs: list[Callable[[], Staged[tuple[str, int]]]]
+) -> list[Future[tuple[str, int]]]:
+    """Queue `jobs` while the committer is busy, so that they share one transaction."""
+    holding, gate = threading.Event(), threading.Event()
+
+    def hold(_session: Session) -> None:
+        holding.set()
+        gate.wait(10)
+
+    first = committer.submit(hold)
+    assert holding.wait(10)
+    futures = [committer.stage(job) for job in jobs]
+    gate.set()
+    first.result(10)
+    return futures
+
+
+def test_staged_submissions_share_one_commit_and_take_rising_numbers_without_gaps(harness: Harness) -> None:
+    committer = GroupCommit(harness.ctx.db, harness.ctx.seq)
+    commits_before = committer.commits
+    futures = _queued_behind_one(
+        committer,
+        [_staged(harness, "a"), _staged(harness, "nobody"), _staged(harness, "b"), _staged(harness, "a")],
+    )
+    stored = [futures[i].result(10) for i in (0, 2, 3)]
+    with pytest.raises(ValidationFailed, match="unknown team 'nobody'"):
+        futures[1].result(10)
+    assert committer.commits - commits_before == 2  # the hold's, and one for the three
+    numbers = [seq for _, seq in stored]
+    assert numbers == list(range(numbers[0], numbers[0] + 3)), "the refusal took no number"
+    with harness.ctx.db.session() as session:
+        rows = {r.id: r.seq for r in session.scalars(select(TaskRow))}
+        events = session.scalars(select(TaskEventRow.task_id).where(TaskEventRow.kind == "submitted")).all()
+    assert rows == dict(stored)
+    assert sorted(events) == sorted(rows)
+    committer.stop()
+
+
+def test_a_staged_row_the_database_refuses_fails_alone(harness: Harness) -> None:
+    committer = harness.ctx.submissions
+    existing, _ = committer.stage(_staged(harness, "a")).result(10)
+    committer.stop()
+    futures = _queued_behind_one(
+        committer,
+        [_staged(harness, "a"), _staged(harness, "b", duplicate_of=existing), _staged(harness, "b")],
+    )
+    stored = [futures[0].result(10), futures[2].result(10)]
+    with pytest.raises(IntegrityError):
+        futures[1].result(10)
+    assert _stored_ids(harness) == {existing, *(task_id for task_id, _ in stored)}
+
+
+def test_a_staged_batch_catches_up_with_numbers_stored_past_the_allocator(harness: Harness) -> None:
+    committer = harness.ctx.submissions
+    first, seq = committer.stage(_staged(harness, "a")).result(10)
+    with harness.ctx.db.session() as session:  # a row numbered past the allocator (another writer)
+        row, _ = service.submission_rows(
+            service.accept(
+                harness.ctx.policies.policy, schemas.TaskSubmit(team="a", gpus=1, command=["x"]), ADMIN, 0.0
+            ),
+            seq + 1,
+        )
+        session.add(row)
+        session.commit()
+    task_id, number = committer.stage(_staged(harness, "b")).result(10)
+    assert number > seq + 1
+    assert {first, row.id, task_id} == _stored_ids(harness)

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import AfterValidator
-from sqlalchemy.orm import Session
 
 from gpucommons.api import schemas
 from gpucommons.api.errors import BadRequest, CommonsError, NotFound
@@ -24,6 +23,7 @@ from gpucommons.server.auth import current_principal
 from gpucommons.server.auth.audit import audit_event, audit_note, audit_recorded
 from gpucommons.server.context import ServerContext
 from gpucommons.server.deps import ContextDep, CurrentPrincipal, bearer_token
+from gpucommons.server.group_commit import Staged
 from gpucommons.server.routers.caching import NOT_MODIFIED, body_answer, link_header, query_string
 from gpucommons.server.services import convert, task_listing
 from gpucommons.server.services import tasks as service
@@ -48,14 +48,18 @@ async def submit(
     _require_image(ctx, body)
     now = ctx.clock.now()
 
-    def store(session: Session) -> schemas.Task:
-        row = service.submit(session, ctx.policies.policy, body, who, now, lambda: ctx.seq.next(session))
-        out = convert.task(row)
-        audit_note(request, "task.submit", team=out.team, target=out.id)
-        session.add(audit_event(request, 201))
-        return out
+    def prepare() -> Staged[schemas.Task]:
+        accepted = service.accept(ctx.policies.policy, body, who, now)
 
-    out = await asyncio.wrap_future(ctx.submissions.submit(store))
+        def build(numbers: list[int]) -> tuple[list[list[object]], schemas.Task]:
+            row, event = service.submission_rows(accepted, numbers[0])
+            out = convert.task(row)
+            audit_note(request, "task.submit", team=out.team, target=out.id)
+            return [[row], [event, audit_event(request, 201)]], out
+
+        return Staged(1, build)
+
+    out = await asyncio.wrap_future(ctx.submissions.stage(prepare))
     audit_recorded(request, 201)
     ctx.scheduler.task_submitted(out.id)
     return out
@@ -70,21 +74,28 @@ async def submit_batch(
     audit_note(request, "task.submit", count=len(body.tasks))
     now = ctx.clock.now()
 
-    def store(session: Session) -> list[schemas.Task]:
-        rows = []
+    def prepare() -> Staged[list[schemas.Task]]:
+        accepted = []
         policy = ctx.policies.policy
         for index, item in enumerate(body.tasks):
             try:
                 _require_image(ctx, item)
-                rows.append(service.submit(session, policy, item, who, now, lambda: ctx.seq.next(session)))
+                accepted.append(service.accept(policy, item, who, now))
             except CommonsError as exc:
                 exc.details["index"] = index
                 exc.message = f"tasks[{index}]: {exc.message}"
                 raise
-        session.add(audit_event(request, 201))
-        return [convert.task(r) for r in rows]
 
-    out = await asyncio.wrap_future(ctx.submissions.submit(store))
+        def build(numbers: list[int]) -> tuple[list[list[object]], list[schemas.Task]]:
+            pairs = [service.submission_rows(a, n) for a, n in zip(accepted, numbers, strict=True)]
+            events: list[object] = [event for _, event in pairs]
+            return [[row for row, _ in pairs], [*events, audit_event(request, 201)]], [
+                convert.task(row) for row, _ in pairs
+            ]
+
+        return Staged(len(accepted), build)
+
+    out = await asyncio.wrap_future(ctx.submissions.stage(prepare))
     audit_recorded(request, 201)
     for task in out:
         ctx.scheduler.task_submitted(task.id)

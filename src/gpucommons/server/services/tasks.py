@@ -64,6 +64,18 @@ def submit(
 ) -> TaskRow:
     """Check the request and store the task; its sequence number is taken only once it is accepted
     (`next_seq`, in this transaction), so refused submissions leave no gap."""
+    accepted = accept(policy, body, who, now)
+    row, event = submission_rows(accepted, next_seq())
+    session.add(row)
+    session.flush()  # the event row references the task
+    session.add(event)
+    return row
+
+
+def accept(policy: Policy, body: schemas.TaskSubmit, who: Principal, now: float) -> dict[str, Any]:
+    """Check the request against the policy and the caller's rights, without the store: the task's
+    columns but its number (`submission_rows`), or the refusal. Group commit (`server.group_commit`)
+    checks a whole batch this way before it takes their numbers and inserts them in bulk."""
     if not policy.has_team(body.team):
         raise _invalid("team", f"unknown team {body.team!r}; teams: {', '.join(policy.team_names)}")
     authorize(who, Action.TASK_SUBMIT, body.team)
@@ -99,38 +111,46 @@ def submit(
     _check_fits_somewhere(policy, team, pools, want)
     spec = parse_checkpoint(body.checkpoint)
     require_declaration(spec, pclass)
+    return {
+        "id": "t" + secrets.token_hex(5),
+        "name": body.name or body.command[0].rsplit("/", 1)[-1][:200],
+        "team": team.name,
+        "state": TaskState.PENDING.value,
+        "priority_class": pclass.name,
+        "priority_value": pclass.value,
+        "command": list(body.command),
+        "gpus": body.gpus,
+        "cpu_milli": body.cpu_milli,
+        "memory_mib": body.memory_mib,
+        "pool_request": body.pool,
+        "checkpoint_mode": spec.mode.value,
+        "checkpoint_interval_s": spec.interval_s,
+        "image": body.image,
+        "submitted_by": who.subject,
+        "submitted_at": now,
+        "queued_at": now,
+        "restart_count": 0,
+        "preemptions": 0,
+        "cancel_requested": False,
+        "lost_gpu_seconds": 0.0,
+        "message": "waiting for the scheduler",
+        "origin": "commons",  # the column's default, set here: the answer is built before the insert
+    }
 
-    row = TaskRow(
-        id="t" + secrets.token_hex(5),
-        seq=next_seq(),
-        name=body.name or body.command[0].rsplit("/", 1)[-1][:200],
-        team=team.name,
-        state=TaskState.PENDING.value,
-        priority_class=pclass.name,
-        priority_value=pclass.value,
-        command=list(body.command),
-        gpus=body.gpus,
-        cpu_milli=body.cpu_milli,
-        memory_mib=body.memory_mib,
-        pool_request=body.pool,
-        checkpoint_mode=spec.mode.value,
-        checkpoint_interval_s=spec.interval_s,
-        image=body.image,
-        submitted_by=who.subject,
-        submitted_at=now,
-        queued_at=now,
-        restart_count=0,
-        preemptions=0,
-        cancel_requested=False,
-        lost_gpu_seconds=0.0,
-        message="waiting for the scheduler",
+
+def submission_rows(accepted: dict[str, Any], seq: int) -> tuple[TaskRow, TaskEventRow]:
+    """A new task's row, numbered `seq`, and its "submitted" event: fresh objects at each call (a
+    batch stored again after a number collision builds them again)."""
+    row = TaskRow(seq=seq, **accepted)
+    event = TaskEventRow(
+        task_id=row.id,
+        at=row.submitted_at,
+        kind="submitted",
+        from_state=None,
+        to_state=TaskState.PENDING.value,
+        message=f"submitted by {row.submitted_by}",
     )
-    session.add(row)
-    session.flush()  # the event row references the task
-    record_event(
-        session, row, "submitted", now, f"submitted by {who.subject}", to_state=TaskState.PENDING.value
-    )
-    return row
+    return row, event
 
 
 def get_visible(
