@@ -191,8 +191,8 @@ def up(
             "--workers",
             min=1,
             max=64,
-            help="API processes on this port (PostgreSQL): this one leads and runs the scheduler, the "
-            "others serve the API.",
+            help="API processes on this port (PostgreSQL): this one and N-1 followers beside it that "
+            "serve the API.",
             show_default="1, or $COMMONS_WORKERS",
         ),
     ] = None,
