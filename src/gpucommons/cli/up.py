@@ -95,9 +95,11 @@ def serve_with_workers(server: uvicorn.Server, settings: Settings) -> None:
     # The workers serve the stored policy: this process has just applied the file, if it differed.
     workers = ApiWorkers(settings.model_copy(update={"policy": None}), sock, settings.workers - 1)
     workers.start()
+    pids = workers.pids()
+    named = ("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, pids))
     typer.echo(
-        f"api workers: {settings.workers} processes on this port (this one and pids "
-        f"{', '.join(map(str, workers.pids()))}, which serve the API as followers)"
+        f"api workers: {settings.workers} processes on this port (this one and {named}, which serve the API "
+        "as followers)"
     )
     try:
         with contextlib.suppress(KeyboardInterrupt):

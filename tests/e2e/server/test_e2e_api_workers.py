@@ -36,7 +36,7 @@ def alive(pid: int) -> bool:
 
 def worker_pids(platform: Platform) -> list[int]:
     line = next(x for x in platform.server_log().splitlines() if x.startswith("api workers:"))
-    return [int(p) for p in re.findall(r"\b(\d{2,})\b", line.split("pids", 1)[1])]
+    return [int(p) for p in re.findall(r"\b(\d{2,})\b", re.split(r"\bpids? ", line, maxsplit=1)[1])]
 
 
 def roles_seen(platform: Platform, tries: int = 300) -> set[str]:
