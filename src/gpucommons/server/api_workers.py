@@ -109,7 +109,6 @@ class _Slot:
     #: Exits in a row that came within `QUICK_EXIT_S` of the start.
     quick_exits: int = 0
     restart_at: float | None = None
-    restarts: int = 0
 
 
 @dataclass
@@ -134,10 +133,6 @@ class ApiWorkers:
     def pids(self) -> list[int]:
         with self._lock:
             return [s.process.pid for s in self._slots if s.process is not None and s.process.poll() is None]
-
-    def restarts(self) -> int:
-        with self._lock:
-            return sum(s.restarts for s in self._slots)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM every worker, wait up to `grace_s` for all, then SIGKILL what is left."""
@@ -187,7 +182,6 @@ class ApiWorkers:
                 if process is not None and process.poll() is not None:
                     self._exited(slot, process, now)
                 if slot.process is None and slot.restart_at is not None and now >= slot.restart_at:
-                    slot.restarts += 1
                     self._spawn(slot)
 
     def _exited(self, slot: _Slot, process: subprocess.Popen[bytes], now: float) -> None:
