@@ -189,3 +189,32 @@ def test_the_leader_takes_in_what_another_replica_stored(
     with leader.ctx.db.session() as session:
         seqs = sorted(r.seq for r in session.query(TaskRow))
     assert len(set(seqs)) == len(seqs) == 5
+
+
+def test_a_follower_rebuilds_its_view_only_when_the_store_changed(
+    make_harness: Callable[..., Harness], database_url: str
+) -> None:
+    """A follower's mirror reads every task and decides over them: while nothing changes it is
+    skipped, after two looks at an unchanged store; any new task or event brings it back."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("several replicas need PostgreSQL")
+    leader = make_harness(leadership="shared")
+    follower = make_harness(leadership="shared")
+    mirror = follower.ctx.scheduler
+    mirror.mirror()
+    mirror.mirror()
+    skipped = mirror.mirrors_skipped
+    for _ in range(3):
+        mirror.mirror()
+    assert mirror.mirrors_skipped == skipped + 3, "nothing changed: no rebuild"
+
+    task = leader.submit(team="a", gpus=1, command=["sleep", "600"])  # through the other replica
+    mirror.mirror()
+    assert mirror.mirrors_skipped == skipped + 3
+    assert any(t.id == task["id"] for t in mirror.view.pending), "the follower's view has it"
+    leader.cycle()  # admitted: a transition event, no new task
+    mirror.mirror()
+    assert mirror.view.usage.running_tasks["a"] == 1
+    mirror.mirror()  # the second look after a change still rebuilds
+    mirror.mirror()
+    assert mirror.mirrors_skipped == skipped + 4

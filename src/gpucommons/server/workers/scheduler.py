@@ -69,7 +69,7 @@ from gpucommons.server.workers.scheduler_actuator import Actuator
 from gpucommons.server.workers.scheduler_instant import MAX_CYCLES_PER_INSTANT, LiveInstant
 from gpucommons.server.workers.scheduler_supervisor import AttemptSupervisor
 from gpucommons.store.db import Database
-from gpucommons.store.models import TaskRow
+from gpucommons.store.models import TaskEventRow, TaskRow
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ log = logging.getLogger(__name__)
 INTAKE_LOOKBACK = 1000
 #: Ledger holds ended more than this many usage half-lives ago weigh under 2^-20 and are not read.
 USAGE_MEMORY_HALF_LIVES = 20
+#: A follower rebuilds its view at least this often, even when the store's mark has not moved.
+MIRROR_FULL_EVERY_S = 30.0
 
 
 class Scheduler:
@@ -147,6 +149,11 @@ class Scheduler:
         self.actuator = Actuator(self)
         #: Cluster work we did not start (plain sbatch), as tasks (needs `next_seq` for their rows).
         self._foreign = ForeignWorkTracker(next_seq) if next_seq is not None else None
+        #: A follower's last two looks at the store (`mirror`), when it last rebuilt, and how many
+        #: looks found nothing to rebuild.
+        self._mirror_marks: tuple[tuple[int, int, int] | None, tuple[int, int, int] | None] = (None, None)
+        self._mirrored_at = float("-inf")
+        self.mirrors_skipped = 0
 
     # --- lifecycle of the worker ----------------------------------------------------------------
 
@@ -264,7 +271,23 @@ class Scheduler:
 
     def mirror(self) -> None:
         """A follower's read-only view: the state rebuilt from the store and the engine's reasons for
-        every pending task, as the leader would give them. Decides nothing, writes nothing."""
+        every pending task, as the leader would give them. Decides nothing, writes nothing.
+
+        Rebuilding reads every pending and live task and decides over all of them: at 10,000 pending
+        that is a noticeable share of a core every `follow_every_s`, on every follower, even while
+        nothing happens. So it is skipped while the store has not changed (`_store_mark`: no new
+        task event, task or policy since the last two looks; two, because PostgreSQL may make an
+        event with a lower id visible after a higher one), and done at least every
+        `MIRROR_FULL_EVERY_S` whatever the mark says (fair-share usage decays with time alone)."""
+        mark = self._store_mark()
+        now_mono = time.monotonic()
+        unchanged = mark == self._mirror_marks[0] == self._mirror_marks[1]
+        self._mirror_marks = (self._mirror_marks[1], mark)
+        if unchanged and now_mono - self._mirrored_at < MIRROR_FULL_EVERY_S:
+            self.mirrors_skipped += 1
+            self.last_cycle_at = self.clock.now()  # the view is still the store's as of now
+            return
+        self._mirrored_at = now_mono
         self.rebuild()
         with self.lock:
             now = self.clock.now()
@@ -272,6 +295,18 @@ class Scheduler:
             self.pending = dict(decisions.pending)
             self.last_cycle_at = now
             self.publish()
+
+    def _store_mark(self) -> tuple[int, int, int]:
+        """What changes whenever a task does: the newest task event's id, the newest task's number,
+        and the policy's version."""
+        with self.db.session() as session:
+            last_event, last_seq = session.execute(
+                select(
+                    select(func.max(TaskEventRow.id)).scalar_subquery(),
+                    select(func.max(TaskRow.seq)).scalar_subquery(),
+                )
+            ).one()
+        return (last_event or 0, last_seq or 0, self._policy_source()[1])
 
     def recover(self) -> None:
         """After a restart: rebuild, requeue attempts that never started, then settle the dead.
