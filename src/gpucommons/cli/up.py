@@ -201,7 +201,6 @@ def up(
 ) -> None:
     """Start the server, the scheduler and the executor; print the URL and the admin token."""
     # Imported here so that every other command starts without loading the server.
-    import uvicorn
 
     from gpucommons.backends.local.accounts import default_home
     from gpucommons.server.settings import Settings
@@ -249,13 +248,10 @@ def up(
             "workers": workers or env.workers,
         }
     )
-    import logging
-
     from gpucommons.server.executors import BackendSetupError
+    from gpucommons.server.runtime import log_to_stderr
 
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_to_stderr(settings.log_level)
 
     try:
         settings.sharing()
@@ -285,23 +281,11 @@ def up(
     typer.echo(f"admin token (also in {home / 'admin-token'}):")
     typer.echo(token)
     typer.echo(f"  export COMMONS_URL={url} COMMONS_TOKEN=$(cat {home / 'admin-token'})")
-    app = create_app(context=ctx)
-    if settings.gc_threshold:
-        from gpucommons.server.runtime import tune_gc
-
-        tune_gc(settings.gc_threshold)
-    # uvloop and httptools (uvicorn[standard]) are what uvicorn's "auto" picks when installed. Idle
-    # keep-alive connections stay open 75 s instead of 5: a poller (every 3 s) or a client on a busy
-    # machine never races the server closing its connection, and it stays above the 60 s idle timeout
-    # of common proxies, which must be the ones to close first.
     # `CommonsServer` ends the event streams (`GET /api/v1/events`) when it stops: uvicorn would
     # otherwise wait for them before shutting down.
-    from gpucommons.server.serving import CommonsServer
+    from gpucommons.server.serving import commons_server
 
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=settings.log_level, access_log=False, timeout_keep_alive=75
-    )
-    server = CommonsServer(config, ctx)
+    server = commons_server(create_app(context=ctx), ctx, settings)
     if settings.workers == 1:
         with contextlib.suppress(KeyboardInterrupt):
             server.run()

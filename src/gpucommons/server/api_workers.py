@@ -212,27 +212,18 @@ def _die_with_parent(parent: int) -> None:
 
 def worker_main() -> None:
     """A worker process: the parent's settings and socket, a follower's role, the same app."""
-    import uvicorn
-
     from gpucommons.server.app import build_context, create_app
-    from gpucommons.server.runtime import tune_gc
-    from gpucommons.server.serving import CommonsServer
+    from gpucommons.server.runtime import log_to_stderr
+    from gpucommons.server.serving import commons_server
 
     _die_with_parent(int(os.environ[PARENT_ENV]))
     settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
     sock = socket.socket(fileno=int(os.environ[FD_ENV]))
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_to_stderr(settings.log_level)
     ctx = build_context(settings)
     if ctx.election is not None:
         ctx.election.start()
-    if settings.gc_threshold:
-        tune_gc(settings.gc_threshold)
-    config = uvicorn.Config(
-        create_app(context=ctx), log_level=settings.log_level, access_log=False, timeout_keep_alive=75
-    )
-    server = CommonsServer(config, ctx)
+    server = commons_server(create_app(context=ctx), ctx, settings)
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
 

@@ -100,7 +100,8 @@ class Metrics(SchedulerHooks):
         self.registry = CollectorRegistry()
         #: Where every API process writes its counters (`commons up --workers N`), else None.
         self.shared_dir = os.environ.get(METRICS_DIR_ENV) or None
-        self._state: Callable[[], GaugeSnapshot] | None = None
+        #: The gauges of this process's view, once `watch_state` gave them.
+        self._gauges: _StateCollector | None = None
         self.admissions = Counter(
             "commons_admissions", "Tasks admitted", ["team", "pool", "borrowing"], registry=self.registry
         )
@@ -139,8 +140,8 @@ class Metrics(SchedulerHooks):
         )
 
     def watch_state(self, snapshot: Callable[[], GaugeSnapshot]) -> None:
-        self._state = snapshot
-        self.registry.register(_StateCollector(snapshot))
+        self._gauges = _StateCollector(snapshot)
+        self.registry.register(self._gauges)
 
     def cycle_done(self, seconds: float, decisions: Decisions) -> None:
         self.cycle_seconds.observe(seconds)
@@ -174,6 +175,6 @@ class Metrics(SchedulerHooks):
         # gauges of this process's view; the live registry would count this process twice.
         registry = CollectorRegistry()
         MultiProcessCollector(registry, self.shared_dir)  # type: ignore[no-untyped-call]
-        if self._state is not None:
-            registry.register(_StateCollector(self._state))
+        if self._gauges is not None:
+            registry.register(self._gauges)
         return generate_latest(registry)

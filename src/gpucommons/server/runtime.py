@@ -1,4 +1,5 @@
-"""Process-wide settings of a serving process (`commons up`): the garbage collector.
+"""Process-wide settings of a serving process (`commons up`, and each `--workers` process): the log
+format and the garbage collector.
 
 Measured with bench/api_load.py (docs/benchmarks.md, "Control plane under load"): with CPython's
 default thresholds (700, 10, 10) the server spent a third of its time under mixed load in the cyclic
@@ -14,9 +15,15 @@ Two changes remove almost all of it:
 from __future__ import annotations
 
 import gc
+import logging
 
 #: Allocations (minus deallocations) between two young-generation collections; CPython's default is 700.
 DEFAULT_GEN0_THRESHOLD = 50_000
+
+
+def log_to_stderr(level: str) -> None:
+    """The server's log lines on stderr, at `level` (debug, info, warning or error)."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def tune_gc(gen0_threshold: int = DEFAULT_GEN0_THRESHOLD) -> None:
