@@ -119,6 +119,14 @@ def process_cpu_s(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / CLK_TCK
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (Linux: /proc/PID/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
 def tree_cpu_s(pid: int) -> float:
     """`process_cpu_s` of a process and of every live descendant (`commons up --workers N`'s worker
     processes are its children); one that exits in between counts what it had."""
@@ -128,8 +136,7 @@ def tree_cpu_s(pid: int) -> float:
         one = stack.pop()
         with contextlib.suppress(OSError):
             total += process_cpu_s(one)
-            for task in Path(f"/proc/{one}/task").iterdir():
-                stack += [int(c) for c in (task / "children").read_text().split()]
+            stack += children(one)
     return total
 
 

@@ -24,14 +24,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from api_load import fresh_database, prepare, process_cpu_s, running_server  # noqa: E402
-
-
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return found
+from api_load import children, fresh_database, prepare, process_cpu_s, running_server  # noqa: E402
 
 
 def measure(src: Path | None, pending: int, seconds: float, settle: float) -> tuple[float, float]:
