@@ -28,7 +28,7 @@ from rich.markup import escape
 
 from gpucommons.cli.main import app
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit
-from gpucommons.cli.tables import Col, print_table
+from gpucommons.cli.tables import Col, print_legend, print_table
 from gpucommons.domain import Policy
 from gpucommons.policy import PolicyError
 
@@ -140,11 +140,14 @@ def _print_advice(advice: Advice, wide: bool = False) -> None:
     console.print(f"[bold]rule:[/] {advice.rule.describe()}")
     console.print(f"[bold]history:[/] {HISTORY_NOTES[advice.history.kind]}")
     print_table(console, _table_columns(len(advice.pools) > 1), _table_rows(advice), wide)
-    console.print(
-        "active: share of time the team asked for GPUs · p50/p95/peak: demand"
-        + ("" if advice.rule.include_idle else " while active")
-        + " · borrows: GPUs above nominal at the peak · covered: share of time the demand fitted in"
-        " the nominal quota"
+    print_legend(
+        console,
+        [
+            "active: share of time the team asked for GPUs",
+            "p50/p95/peak: demand" + ("" if advice.rule.include_idle else " while active"),
+            "borrows: GPUs above nominal at the peak",
+            "covered: share of time the demand fitted in the nominal quota",
+        ],
     )
     for pool in advice.pools:
         console.print(
@@ -502,8 +505,7 @@ def _search(
 ) -> ReplayAdvice:
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: not at CLI start-up
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from gpucommons.cli.progress import counting_bar
     from gpucommons.planning.quota_search import Evaluate
     from gpucommons.planning.quota_space import QuotaSpace
     from gpucommons.planning.replay_advice import advise_by_replay
@@ -511,16 +513,7 @@ def _search(
     from gpucommons.planning.replay_score import SplitError, Window
     from gpucommons.sim import SimulationError
 
-    bar = Progress(
-        TextColumn("[bold]{task.description:<44}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("replays"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=False,
-        disable=quiet,
-    )
+    bar = counting_bar(44, "replays", disable=quiet)
     task = bar.add_task("replaying today's quotas", total=None)
     pools: list[ProcessPoolExecutor] = []
 

@@ -61,18 +61,11 @@ def database_url(home: Path | None, url: str | None) -> str:
 def progress_bar(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
     """One rich progress bar on stderr: rows (or pages) copied of all, and the table being copied;
     silent when stderr is not a terminal."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from gpucommons.cli.progress import counting_bar
 
     console = Console(stderr=True)
-    bar = Progress(
-        TextColumn("[bold]{task.description:<18}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[unit]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=quiet or not console.is_terminal,
+    bar = counting_bar(
+        18, "{task.fields[unit]}", console=console, transient=True, disable=quiet or not console.is_terminal
     )
     task: list[TaskID] = []
 

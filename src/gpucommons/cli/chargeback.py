@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpucommons.cli.main import app
-from gpucommons.cli.tables import Col, print_table
+from gpucommons.cli.tables import Col, print_legend, print_table
 from gpucommons.domain.model import Policy
 from gpucommons.domain.money import format_cents
 from gpucommons.policy import PolicyError
@@ -253,10 +253,13 @@ def _summary(result: ChargebackResult, console: Console, wide: bool = False) -> 
     rows.append(["[b]cluster cost[/b]", "", "", "", "", "", f"[b]{_money(result.cluster_cost_cents)}[/b]"])
     title = f"Chargeback {result.period.label} ({result.currency})"
     print_table(console, SUMMARY_COLUMNS, rows, wide, title)
-    console.print(
-        f"idle policy: {result.idle_policy} · admin split: {result.admin_split} · "
-        f"borrowed rate: {result.borrowed_rate}",
-        markup=False,
+    print_legend(
+        console,
+        [
+            f"idle policy: {result.idle_policy}",
+            f"admin split: {result.admin_split}",
+            f"borrowed rate: {result.borrowed_rate}",
+        ],
     )
     for warning in result.warnings:
         err_console.print(f"warning: {warning}", markup=False)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from gpucommons.cli.main import app
+from gpucommons.cli.progress import counting_bar
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
-from gpucommons.cli.tables import Col, print_table
+from gpucommons.cli.tables import Col, print_legend, print_table
 
 if TYPE_CHECKING:  # the simulator is imported when a command runs it, not at CLI start-up
     from gpucommons.sim.runner import PhaseProgress
@@ -23,15 +24,7 @@ console = Console(highlight=False)
 
 
 def progress_bar() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description:<24}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("jobs"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    )
+    return counting_bar(24, "jobs")
 
 
 def phase_callback(progress: Progress) -> PhaseProgress:
@@ -116,21 +109,31 @@ def print_summary(summary: dict[str, Any], title: str, wide: bool = False) -> No
     from gpucommons.planning.whatif import short_duration
 
     print_table(console, summary_columns(summary), summary_rows(summary), wide, title)
-    console.print(
-        "p50/p95: wait to first start · JCT: mean completion time · borrow: hours above quota\n"
-        "broken: time the team asked for ≤ its quota yet did not get it · fair: JCT ÷ JCT under static"
+    print_legend(
+        console,
+        [
+            "p50/p95: wait to first start",
+            "JCT: mean completion time",
+            "borrow: hours above quota",
+            "broken: time the team asked for ≤ its quota yet did not get it",
+            "fair: JCT ÷ JCT under static",
+        ],
     )
     bound = summary["utilization_bound"]
-    console.print(
-        f"utilization {summary['gpu_utilization']:.1%}"
-        # `utilization_bound` (contract 3 of docs/design.md keeps the key) is a greedy FIFO with
-        # backfill and no quotas, not a bound: a quota'd engine can land above it
-        # (docs/simulator.md), so it is named for what it is.
-        + (f" (greedy FIFO reference {bound:.1%})" if bound is not None else "")
-        + f" · makespan {short_duration(summary['makespan_s'])} · preemptions {summary['preemptions']:,}"
-        # One decimal: `{:,}` of 165.936 read like 165,936.
-        f" · lost {summary['lost_gpu_hours']:,.1f} GPU-h · idle while waiting"
-        f" {summary['idle_while_waiting_gpu_hours']:,.1f} GPU-h"
+    print_legend(
+        console,
+        [
+            f"utilization {summary['gpu_utilization']:.1%}"
+            # `utilization_bound` (contract 3 of docs/design.md keeps the key) is a greedy FIFO
+            # with backfill and no quotas, not a bound: a quota'd engine can land above it
+            # (docs/simulator.md), so it is named for what it is.
+            + (f" (greedy FIFO reference {bound:.1%})" if bound is not None else ""),
+            f"makespan {short_duration(summary['makespan_s'])}",
+            f"preemptions {summary['preemptions']:,}",
+            # One decimal: `{:,}` of 165.936 read like 165,936.
+            f"lost {summary['lost_gpu_hours']:,.1f} GPU-h",
+            f"idle while waiting {summary['idle_while_waiting_gpu_hours']:,.1f} GPU-h",
+        ],
     )
     for key, what in (
         ("never_fit_jobs", "never fit this engine's limits (kept in the report, never started)"),

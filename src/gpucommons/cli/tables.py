@@ -149,3 +149,28 @@ def plain_table(cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> str:
         ]
         lines.append((" " * GAP).join(parts).rstrip())
     return "\n".join(lines) + "\n"
+
+
+#: What separates the items of a legend or a summary line.
+SEPARATOR = " · "
+
+
+def legend_lines(items: Sequence[str], width: int) -> list[str]:
+    """`items` joined by " · " into lines of at most `width` columns, broken between items only (an
+    item longer than the line stands alone): a narrow terminal then shows one item per line rather
+    than an item cut in two and a separator hanging at a line's end."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(SEPARATOR) + len(item) <= width:
+            lines[-1] += SEPARATOR + item
+        else:
+            lines.append(item)
+    return lines
+
+
+def print_legend(console: Console, items: Sequence[str]) -> None:
+    """Print `items` (plain text, no markup) as `legend_lines` lays them out for the terminal; to a
+    pipe or a file, on one line (for grep)."""
+    width = console.width if console.is_terminal else 1 << 30
+    for line in legend_lines(items, width):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
