@@ -188,6 +188,22 @@ def test_simulate_and_whatif_keep_names_whole(files: Path) -> None:
         assert_whole(text, (*TEAMS, "commons", "static"))
 
 
+def test_simulate_legend_explains_only_the_columns_shown_and_breaks_between_items(files: Path) -> None:
+    simulate = ("simulate", "--policy", "commons.yaml", "--trace", "trace.csv", "--out", "r.json")
+    for columns in (60, 80, 200):
+        text = in_terminal(simulate, files, columns=columns)
+        lines = text.splitlines()
+        header = next(line for line in lines if line.startswith("team "))
+        for column, item in (("JCT", "JCT: mean completion time"), ("fair", "fair: JCT ÷ JCT under static")):
+            assert (item in text) == (column in header.split()), (columns, column, text)
+        assert "p50/p95: wait to first start" in text
+        assert not any(line.rstrip().endswith("·") for line in lines), text
+        # Both sides are exercised: the narrowest drops JCT, the widest shows it.
+        assert ("JCT" in header.split()) == (columns == 200), header
+    piped_text = piped(simulate, files)
+    assert "JCT: mean completion time · borrow: hours above quota" in piped_text
+
+
 def test_chargeback_and_policy_check_keep_names_whole(files: Path) -> None:
     charge = ("chargeback", "--policy", "commons.yaml", "--usage", "usage.csv", "--period", "2026-11")
     charge += ("--as-of", "2030-01-01T00:00:00Z")
