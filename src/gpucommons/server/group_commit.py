@@ -21,11 +21,10 @@ the store and says how many numbers it needs (`Staged`); the committer then take
 the whole batch in one go (`SeqAllocator.take`: one statement on PostgreSQL) and inserts every
 staged row of the batch wave by wave (the tasks, then the rows that reference them), one
 executemany per table, under one SAVEPOINT — instead of a SAVEPOINT, a number and two ORM flushes
-per submission. A refusal is raised
-by the check, before anything is written, so it fails alone. Should the bulk insert fail, it is
-undone and the batch's staged jobs are stored one by one, each in its own SAVEPOINT, so a row that
-cannot be stored fails only its own caller, as before (a number collision first makes the
-allocator catch up, once).
+per submission. A refusal is raised by the check, before anything is written, so it fails alone.
+Should the bulk insert fail, it is undone and the batch's staged jobs are stored one by one, each
+in its own SAVEPOINT, so a row that cannot be stored fails only its own caller, as before (a number
+collision first makes the allocator catch up, once).
 """
 
 from __future__ import annotations
