@@ -44,18 +44,7 @@ POLICY = Path(__file__).resolve().parent.parent / "examples" / "commons.yaml"
 def orm_insert(session: Session, seq: SeqAllocator, staged: list[Staged[Any]]) -> list[Any]:
     """The baseline: `_insert` as it was, each wave added to the session and flushed (the ORM's
     unit of work)."""
-    numbers = seq.take(session, sum(s.numbers for s in staged))
-    waves: list[list[object]] = []
-    answers = []
-    at = 0
-    for one in staged:
-        rows, answer = one.build(numbers[at : at + one.numbers])
-        at += one.numbers
-        answers.append(answer)
-        for i, wave in enumerate(rows):
-            if i == len(waves):
-                waves.append([])
-            waves[i].extend(wave)
+    waves, answers = group_commit.numbered_rows(session, seq, staged)
     for wave in waves:
         session.add_all(wave)
         session.flush()

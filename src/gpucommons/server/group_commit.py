@@ -237,6 +237,17 @@ def _insert_one(session: Session, seq: SeqAllocator, staged: Staged[T]) -> T:
 def _insert(session: Session, seq: SeqAllocator, staged: list[Staged[Any]]) -> list[Any]:
     """Take the numbers of every staged job at once, build their rows and insert them wave by wave;
     the answers in the jobs' order."""
+    waves, answers = numbered_rows(session, seq, staged)
+    for wave in waves:
+        _bulk_add(session, wave)
+    return answers
+
+
+def numbered_rows(
+    session: Session, seq: SeqAllocator, staged: list[Staged[Any]]
+) -> tuple[list[list[object]], list[Any]]:
+    """The numbers of every staged job, taken at once, and the rows they build, merged wave by wave
+    (every job's first wave, then every job's second, ...); with the answers in the jobs' order."""
     numbers = seq.take(session, sum(s.numbers for s in staged))
     waves: list[list[object]] = []
     answers = []
@@ -249,9 +260,7 @@ def _insert(session: Session, seq: SeqAllocator, staged: list[Staged[Any]]) -> l
             if i == len(waves):
                 waves.append([])
             waves[i].extend(wave)
-    for wave in waves:
-        _bulk_add(session, wave)
-    return answers
+    return waves, answers
 
 
 def _bulk_add(session: Session, rows: list[object]) -> None:
