@@ -14,7 +14,7 @@ from rich.progress import Progress
 from gpucommons.cli.main import app
 from gpucommons.cli.progress import counting_bar
 from gpucommons.cli.sim_inputs import fail, load_policy_or_exit, load_trace_or_exit, parse_interval_or_exit
-from gpucommons.cli.tables import Col, fit, print_legend, print_table
+from gpucommons.cli.tables import Col, print_legend, print_table
 
 if TYPE_CHECKING:  # the simulator is imported when a command runs it, not at CLI start-up
     from gpucommons.sim.runner import PhaseProgress
@@ -108,14 +108,9 @@ def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
 def print_summary(summary: dict[str, Any], title: str, wide: bool = False) -> None:
     from gpucommons.planning.whatif import short_duration
 
-    columns, rows = summary_columns(summary), summary_rows(summary)
-    print_table(console, columns, rows, wide, title)
+    columns = summary_columns(summary)
     # Explain the columns the table shows: a narrow terminal drops `JCT` and `fair` first.
-    shown = (
-        {columns[i].header for i in fit(columns, rows, console.width, wide)}
-        if console.is_terminal
-        else {c.header for c in columns}
-    )
+    shown = {columns[i].header for i in print_table(console, columns, summary_rows(summary), wide, title)}
     legend = {
         "p95": "p50/p95: wait to first start",
         "JCT": "JCT: mean completion time",

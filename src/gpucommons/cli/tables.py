@@ -91,12 +91,13 @@ def print_table(
     rows: Sequence[Sequence[str]],
     wide: bool = False,
     title: str = "",
-) -> None:
-    """Print `rows` (cells may hold rich markup) as the rules of this module say, under `title`."""
+) -> list[int]:
+    """Print `rows` (cells may hold rich markup) as the rules of this module say, under `title`;
+    the indices of the columns printed (a legend then explains only those)."""
     if not console.is_terminal:
         console.file.write((f"{title}\n" if title else "") + plain_table(cols, rows))
         console.file.flush()
-        return
+        return list(range(len(cols)))
     if title:
         console.print(Text(title, style="bold"), soft_wrap=True)
     natural = _natural(cols, rows)
@@ -107,7 +108,7 @@ def print_table(
     needed = sum(natural) + GAP * (len(cols) - 1) if wide else _needed(cols, natural, shown, WRAP_FLOOR)
     if needed <= console.width:
         console.print(rich_table(cols, rows, console.width, wide))
-        return
+        return shown
     wider = Console(
         file=console.file,
         width=needed,
@@ -116,6 +117,7 @@ def print_table(
         highlight=False,
     )
     wider.print(rich_table(cols, rows, needed, wide))
+    return fit(cols, rows, needed, wide)
 
 
 def rich_table(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, wide: bool = False) -> Table:

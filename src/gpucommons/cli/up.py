@@ -201,7 +201,6 @@ def up(
 ) -> None:
     """Start the server, the scheduler and the executor; print the URL and the admin token."""
     # Imported here so that every other command starts without loading the server.
-
     from gpucommons.backends.local.accounts import default_home
     from gpucommons.server.settings import Settings
 
